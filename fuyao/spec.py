@@ -1,0 +1,303 @@
+"""API spec models: what users submit and what the hub answers with.
+
+The REST API (hub), the SDK and CLI (fuyaoctl) all use these pydantic models, so a task file
+is validated by the same code on both sides. Input models forbid unknown fields; every
+quantity is parsed at construction, so a bad value fails before anything is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fuyao.quantity import (
+    parse_cpu_milli,
+    parse_duration,
+    parse_gpu_milli,
+    parse_memory_mib,
+)
+
+NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_KEY_PATTERN = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+DEFAULT_HEADROOM = 0.10
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """A DNS-1123 label (lowercase letters, digits, '-'), at most 63 characters."""
+    if not value or len(value) > 63 or not NAME_PATTERN.match(value):
+        raise ValueError(
+            f"{what} {value!r} must be 1-63 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Label keys as Kubernetes spells them; values are strings of at most 63 characters."""
+    for key, value in labels.items():
+        if not LABEL_KEY_PATTERN.match(key) or len(key) > 253:
+            raise ValueError(f"label key {key!r} is not a valid label key")
+        if len(value) > 63:
+            raise ValueError(f"label {key}: value longer than 63 characters")
+    return labels
+
+
+class TaskState(StrEnum):
+    """Task lifecycle, as DESIGN.md names it."""
+
+    QUEUED = "Queued"
+    PLACED = "Placed"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """True once the task can never run again."""
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)
+
+
+class ClusterState(StrEnum):
+    """Cluster lifecycle, as DESIGN.md names it (``Cordoned`` is shown when an operator cordons)."""
+
+    JOINING = "Joining"
+    READY = "Ready"
+    UNKNOWN = "Unknown"
+    NOT_READY = "NotReady"
+    CORDONED = "Cordoned"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequests:
+    """One replica's requests in fixed units, as placement and the member scheduler read them."""
+
+    cpu_milli: int
+    memory_mib: int
+    gpu_milli: int
+    gpu_memory_mib: int
+    replicas: int
+
+    @property
+    def gpu_devices(self) -> int:
+        """Whole devices one replica needs (a share of one card counts as one device)."""
+        return 0 if self.gpu_milli == 0 else max(1, self.gpu_milli // 1000)
+
+
+Quantity = str | int | float
+
+
+class TaskSpec(BaseModel):
+    """A task as a user submits it (YAML file, CLI flags, REST body, SDK call)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    image: str = "busybox:1.36"
+    command: list[str] = Field(default_factory=list)
+    cpu: Quantity = "1"
+    memory: Quantity = "1Gi"
+    gpu: Quantity = 0
+    gpu_model: str | None = Field(
+        default=None, description="a model (A100), a set (A100|H100) or a bound (>=A100)"
+    )
+    gpu_memory: Quantity | None = Field(default=None, description="minimum memory per device")
+    selector: str | None = Field(default=None, description="node selector expression")
+    queue: str = "default"
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    replicas: int = Field(default=1, ge=1, le=10_000)
+    duration: Quantity | None = Field(
+        default=None, description="sim members: how long it runs (30s, 5m); none = until cancelled"
+    )
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name", "queue")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_labels(value)
+
+    @model_validator(mode="after")
+    def _parse_everything(self) -> TaskSpec:
+        # Each parser raises InvalidInput; pydantic turns it into a ValidationError naming it.
+        try:
+            self.requests()
+            if self.duration is not None:
+                parse_duration(self.duration)
+            from fuyao.selector import parse_selector
+
+            parse_selector(self.effective_selector())
+        except Exception as exc:
+            raise ValueError(str(exc)) from exc
+        if not self.image.strip():
+            raise ValueError("image must not be empty")
+        return self
+
+    def requests(self) -> TaskRequests:
+        """Per-replica requests in fixed units."""
+        return TaskRequests(
+            cpu_milli=parse_cpu_milli(self.cpu),
+            memory_mib=parse_memory_mib(self.memory),
+            gpu_milli=parse_gpu_milli(self.gpu),
+            gpu_memory_mib=0 if self.gpu_memory is None else parse_memory_mib(self.gpu_memory),
+            replicas=self.replicas,
+        )
+
+    def duration_seconds(self) -> float:
+        """Run time for sim members; 0 means until cancelled."""
+        return 0.0 if self.duration is None else parse_duration(self.duration)
+
+    def effective_selector(self) -> str:
+        """The node selector the task needs: ``selector`` and ``gpu_model`` joined with ','."""
+        parts = [self.selector.strip()] if self.selector and self.selector.strip() else []
+        if self.gpu_model:
+            model = self.gpu_model.strip()
+            if model.startswith((">=", "<=", ">", "<", "=", "!=")):
+                parts.append(f"fuyao.io/gpu-model {model}")
+            elif "|" in model:
+                names = ", ".join(m.strip() for m in model.split("|"))
+                parts.append(f"fuyao.io/gpu-model in ({names})")
+            else:
+                parts.append(f"fuyao.io/gpu-model = {model}")
+        return ", ".join(parts)
+
+
+class TaskBatch(BaseModel):
+    """Several tasks submitted at once: all are stored, or none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=10_000)
+
+
+class TaskEvent(BaseModel):
+    """One line of a task's timeline."""
+
+    at: datetime
+    kind: str
+    message: str
+    cluster: str | None = None
+    generation: int = 0
+
+
+class ClusterScore(BaseModel):
+    """How one cluster fared for a task in the last placement cycle."""
+
+    cluster: str
+    feasible: bool
+    score: float | None = None
+    reason: str | None = None
+    plugin_scores: dict[str, float] = Field(default_factory=dict)
+
+
+class TaskView(BaseModel):
+    """A task as the API shows it."""
+
+    id: str
+    name: str
+    state: TaskState
+    cluster: str | None = None
+    node: str | None = None
+    generation: int = 0
+    queue: str = "default"
+    priority: int = 0
+    message: str = ""
+    spec: TaskSpec
+    created_at: datetime
+    updated_at: datetime
+    reasons: dict[str, str] = Field(
+        default_factory=dict, description="when Queued: why each cluster was rejected"
+    )
+    scores: list[ClusterScore] = Field(default_factory=list)
+    events: list[TaskEvent] = Field(default_factory=list)
+
+
+class JoinRequest(BaseModel):
+    """``fuyaoctl cluster join``: register a cluster name and get a one-time join token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    weight: int = Field(default=1, ge=0, le=1000)
+    headroom: float = Field(default=DEFAULT_HEADROOM, ge=0.0, lt=1.0)
+    token_ttl_seconds: int = Field(default=24 * 3600, ge=60, le=30 * 24 * 3600)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value, "cluster name")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_labels(value)
+
+
+class JoinResponse(BaseModel):
+    """Shown once: the token is never stored in clear and cannot be shown again."""
+
+    cluster: str
+    token: str
+    expires_at: datetime
+    agent_command: str
+
+
+class ClusterView(BaseModel):
+    """A member cluster as the API shows it."""
+
+    name: str
+    state: ClusterState
+    labels: dict[str, str]
+    weight: int
+    headroom: float
+    cordoned: bool = False
+    last_heartbeat: datetime | None = None
+    joined_at: datetime | None = None
+    backend: str | None = None
+    nodes: int = 0
+    gpus: dict[str, int] = Field(default_factory=dict, description="devices per model")
+    tasks: int = Field(default=0, description="tasks placed or running here")
+
+
+class CapacityRow(BaseModel):
+    """Capacity of one cluster's nodes of one accelerator model ("none" for CPU-only nodes).
+
+    ``reserved`` is the headroom kept free for failover; ``free`` = total - allocated -
+    reserved, never below zero. CPU is in cores, memory in GiB.
+    """
+
+    cluster: str
+    model: str
+    nodes: int
+    devices_total: int
+    devices_allocated: float
+    devices_reserved: float
+    devices_free: float
+    cpu_total: float
+    cpu_allocated: float
+    cpu_reserved: float
+    cpu_free: float
+    memory_total_gib: float
+    memory_allocated_gib: float
+    memory_reserved_gib: float
+    memory_free_gib: float
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    """The JSON shape of every REST error: ``{"error": {"code", "message", "details"}}``."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return {"error": body}
