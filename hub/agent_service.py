@@ -1,0 +1,143 @@
+"""The agent channel: gRPC ``AgentChannel`` service on port 8849.
+
+``Register`` trades a cluster's one-time join token for a credential. ``Connect`` is the one
+long-lived stream per agent: the credential in the ``authorization`` metadata names the
+cluster (never a message field), the agent sends Hello, a full Inventory, then deltas,
+heartbeats and task reports; the hub answers with PlaceTask / CancelTask commands and asks
+for a resync when a delta's sequence number shows a gap. Messages of one stream are handled
+strictly in order. Error mapping: ``FuyaoError.grpc_code`` becomes the stream status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from fuyao.errors import FuyaoError, Unauthenticated
+from fuyao.inventory import node_from_proto
+from fuyao.wire.v1 import agent_pb2 as pb
+from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub.core import Hub
+from hub.loops import send_all
+from hub.sessions import AgentSession
+
+log = logging.getLogger(__name__)
+
+
+def _bearer(context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+            return value[len("Bearer "):]
+    raise Unauthenticated("missing 'authorization: Bearer <credential>' metadata")
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: FuyaoError) -> None:  # type: ignore[type-arg]
+    await context.abort(getattr(grpc.StatusCode, exc.grpc_code), exc.message)
+
+
+class AgentChannel(pb_grpc.AgentChannelServicer):
+    """The hub side of the agent protocol."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    async def Register(  # noqa: N802 - gRPC method name
+        self, request: pb.RegisterRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.RegisterResponse:
+        """Trade a join token for a credential."""
+        try:
+            credential = await self.hub.clusters.register(request.cluster, request.token)
+        except FuyaoError as exc:
+            log.warning("register %s refused: %s", request.cluster, exc.message)
+            await self.hub.audit("agent.register", request.cluster, f"refused: {exc.message}")
+            await _abort(context, exc)
+            raise  # unreachable: abort raises
+        await self.hub.audit("agent.register", request.cluster, "ok", actor="agent")
+        log.info("cluster %s registered its agent", request.cluster)
+        return pb.RegisterResponse(cluster=request.cluster, credential=credential)
+
+    async def Connect(  # noqa: N802 - gRPC method name
+        self, request_iterator: AsyncIterator[pb.AgentMessage],
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> AsyncIterator[pb.HubMessage]:
+        """Serve one agent stream until it or the hub ends it."""
+        try:
+            cluster = await self.hub.clusters.authenticate(_bearer(context))
+        except FuyaoError as exc:
+            await _abort(context, exc)
+            return
+        session = self.hub.sessions.open(cluster)
+        log.info("cluster %s: agent stream open", cluster)
+        reader = asyncio.create_task(self._read(session, request_iterator))
+        try:
+            while True:
+                getter = asyncio.create_task(session.outbox.get())
+                done, _ = await asyncio.wait({getter, reader},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    break
+                msg = getter.result()
+                if msg is None:
+                    break
+                yield msg
+        finally:
+            reader.cancel()
+            if self.hub.sessions.close(session):
+                await self.hub.clusters.disconnected(cluster)
+            log.info("cluster %s: agent stream closed", cluster)
+        if cluster not in self.hub.clusters.entries:
+            await _abort(context, Unauthenticated(f"cluster {cluster} was removed"))
+
+    async def _read(self, session: AgentSession,
+                    messages: AsyncIterator[pb.AgentMessage]) -> None:
+        try:
+            async for msg in messages:
+                await self.handle(session, msg)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError:
+            pass
+        except Exception:
+            log.exception("cluster %s: error handling agent message", session.cluster)
+
+    async def handle(self, session: AgentSession, msg: pb.AgentMessage) -> None:
+        """Apply one agent message, in stream order."""
+        hub = self.hub
+        cluster = session.cluster
+        kind = msg.WhichOneof("msg") or "empty"
+        hub.metrics.agent_messages.labels(kind=kind).inc()
+        await hub.clusters.heartbeat(cluster)
+        if kind == "hello":
+            await hub.clusters.connected(cluster, msg.hello.backend,
+                                         dict(msg.hello.cluster_labels))
+        elif kind == "inventory":
+            hub.fleet.replace_nodes(cluster, [node_from_proto(n) for n in msg.inventory.nodes])
+            session.seq = msg.inventory.seq
+            session.awaiting_resync = False
+            send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks))
+            hub.placement.poke()
+        elif kind == "delta":
+            delta = msg.delta
+            if session.seq is None or delta.seq != session.seq + 1:
+                if not session.awaiting_resync:
+                    reason = f"delta seq {delta.seq} does not follow {session.seq}"
+                    log.warning("cluster %s: %s: asking for a resync", cluster, reason)
+                    session.awaiting_resync = True
+                    session.send(pb.HubMessage(resync=pb.ResyncRequest(reason=reason)))
+                session.seq = None
+                return
+            session.seq = delta.seq
+            hub.fleet.apply_delta(cluster, [node_from_proto(n) for n in delta.upserted],
+                                  list(delta.removed))
+            hub.placement.poke()
+        elif kind == "task":
+            send_all(hub.sessions, await hub.tasks.report(cluster, msg.task))
+            if msg.task.phase in (pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED,
+                                  pb.TASK_PHASE_CANCELLED, pb.TASK_PHASE_BOUND,
+                                  pb.TASK_PHASE_RUNNING):
+                hub.placement.poke()

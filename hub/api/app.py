@@ -1,0 +1,82 @@
+"""FastAPI applications: the REST API and the health/metrics endpoint.
+
+``create_app(hub)`` mounts the routers of ``hub.api.clusters``, ``hub.api.tasks`` and
+``hub.api.capacity`` and turns every ``FuyaoError`` and every request-validation failure
+into the one error shape ``{"error": {"code", "message", "details"}}`` with the error's
+HTTP status (validation failures are 400 InvalidInput). ``create_health_app(hub)`` serves
+``/healthz``, ``/readyz`` and Prometheus ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from fuyao import __version__
+from fuyao.errors import FuyaoError
+from fuyao.spec import error_body
+from hub.api import capacity, clusters, tasks
+from hub.core import Hub
+
+
+def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
+    details = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        details.append({"field": loc, "message": str(err.get("msg", ""))})
+    return details
+
+
+def create_app(hub: Hub) -> FastAPI:
+    """The REST API application for ``hub``."""
+    app = FastAPI(
+        title="Fuyao federation hub",
+        version=__version__,
+        description="Many Kubernetes clusters of mixed accelerators as one pool.",
+    )
+    app.state.hub = hub
+    app.include_router(clusters.router)
+    app.include_router(tasks.router)
+    app.include_router(capacity.router)
+
+    @app.exception_handler(FuyaoError)
+    async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.http_status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = _validation_details(exc)
+        summary = "; ".join(
+            f"{d['field']}: {d['message']}" if d["field"] else d["message"] for d in details
+        )
+        return JSONResponse(error_body("InvalidInput", f"invalid request: {summary}", details),
+                            status_code=400)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    return app
+
+
+def create_health_app(hub: Hub) -> FastAPI:
+    """Liveness, readiness and metrics for probes and Prometheus (port 8851)."""
+    app = FastAPI(title="Fuyao hub health", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready = bool(hub.started)
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return app

@@ -1,0 +1,71 @@
+"""``fuyao-hub``: the hub's command line (``fuyao-hub serve``).
+
+Parses flags into a ``HubConfig`` and runs ``hub.server.serve``. Configuration errors exit 2
+with a message; nothing else lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from fuyao import __version__
+from fuyao.errors import FuyaoError
+from hub.config import (
+    DEFAULT_AGENT_PORT,
+    DEFAULT_API_PORT,
+    DEFAULT_HEALTH_PORT,
+    HubConfig,
+    Timings,
+    default_home,
+    load_config_file,
+)
+from hub.server import serve
+
+
+@click.group()
+@click.version_option(__version__, prog_name="fuyao-hub")
+def main() -> None:
+    """Fuyao federation hub."""
+
+
+@main.command("serve")
+@click.option("--home", type=click.Path(path_type=Path), default=None,
+              help="State directory (SQLite store). Default $FUYAO_HOME or ~/.fuyao.")
+@click.option("--db", "db_url", default=None,
+              help="Store URL, e.g. postgresql://user:pw@host:5432/fuyao. Default SQLite in --home.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--api-port", type=int, default=DEFAULT_API_PORT, show_default=True)
+@click.option("--agent-port", type=int, default=DEFAULT_AGENT_PORT, show_default=True)
+@click.option("--health-port", type=int, default=DEFAULT_HEALTH_PORT, show_default=True)
+@click.option("--advertise", default=None,
+              help="HOST:PORT agents dial (shown in join commands). Default host:agent-port.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True,
+                                                        dir_okay=False), default=None,
+              help="YAML file: timings, placement profile, headroom_priority.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
+              agent_port: int, health_port: int, advertise: str | None,
+              config_file: Path | None, log_level: str) -> None:
+    """Run the hub: REST API, agent channel, placement loop, store."""
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = HubConfig(home=home or default_home(), db_url=db_url, host=host,
+                       api_port=api_port, agent_port=agent_port, health_port=health_port,
+                       advertise=advertise, timings=Timings())
+    try:
+        if config_file is not None:
+            config = load_config_file(config_file, config)
+        asyncio.run(serve(replace(config)))
+    except FuyaoError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,90 @@
+"""Hub configuration: ports, store URL, timings and the placement profile.
+
+Built by ``hub.cli`` from flags and an optional YAML file (``--config``); read by
+``hub.server`` when it wires the process together. Timings are seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fuyao.errors import InvalidInput
+from fuyao.quantity import parse_duration
+
+DEFAULT_API_PORT = 8848
+DEFAULT_AGENT_PORT = 8849
+DEFAULT_HEALTH_PORT = 8851
+
+
+@dataclass(frozen=True)
+class Timings:
+    """How fast the hub notices trouble and acts on it."""
+
+    heartbeat_interval: float = 2.0   # what agents are expected to send (informational)
+    unknown_after: float = 10.0       # no heartbeat for this long: Ready -> Unknown
+    not_ready_after: float = 40.0     # no heartbeat for this long: Unknown -> NotReady
+    eviction_timeout: float = 30.0    # after NotReady this long, its tasks are re-placed
+    unschedulable_timeout: float = 60.0  # member says Unschedulable this long: re-place elsewhere
+    placement_interval: float = 1.0   # placement cycle at least this often
+    monitor_interval: float = 1.0     # health monitor tick
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """Everything ``fuyao-hub serve`` needs to start."""
+
+    home: Path
+    db_url: str | None = None
+    host: str = "127.0.0.1"
+    api_port: int = DEFAULT_API_PORT
+    agent_port: int = DEFAULT_AGENT_PORT
+    health_port: int = DEFAULT_HEALTH_PORT
+    advertise: str | None = None      # HOST:PORT agents dial; default host:agent_port
+    headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
+    timings: Timings = field(default_factory=Timings)
+    profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
+
+    @property
+    def store_url(self) -> str:
+        """The store URL: ``--db`` or SQLite under the home directory."""
+        return self.db_url or f"sqlite:///{(self.home / 'fuyao.db').resolve()}"
+
+    @property
+    def agent_address(self) -> str:
+        """The address printed in the agent command of a join."""
+        if self.advertise:
+            return self.advertise
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"{host}:{self.agent_port}"
+
+
+def default_home() -> Path:
+    """``$FUYAO_HOME`` or ``~/.fuyao``."""
+    return Path(os.environ.get("FUYAO_HOME") or Path.home() / ".fuyao")
+
+
+def load_config_file(path: Path, base: HubConfig) -> HubConfig:
+    """Overlay a YAML config file (keys: the HubConfig fields, ``timings``, ``profile``)."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise InvalidInput(f"config file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput(f"config file {path}: expected a mapping at the top level")
+    allowed = {f.name for f in fields(HubConfig)} - {"home"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise InvalidInput(f"config file {path}: unknown keys {sorted(unknown)}")
+    timings = base.timings
+    if "timings" in data:
+        raw = data.pop("timings") or {}
+        known = {f.name for f in fields(Timings)}
+        if not isinstance(raw, dict) or set(raw) - known:
+            raise InvalidInput(f"config file {path}: timings keys must be among {sorted(known)}")
+        timings = replace(timings, **{k: parse_duration(v) for k, v in raw.items()})
+    return replace(base, timings=timings, **data)

@@ -1,0 +1,191 @@
+"""``Hub``: the composition root of one hub process, and the operations the REST API calls.
+
+``hub.server`` builds one ``Hub`` from a ``HubConfig``, calls ``start()`` (open and migrate
+the store, rebuild clusters and active tasks, start the loops) and serves it over REST and
+gRPC. Views for the API combine the store (history, terminal tasks) with the in-memory state
+of active tasks, which is always at least as fresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+
+from fuyao.spec import (
+    CapacityRow,
+    ClusterScore,
+    ClusterView,
+    JoinRequest,
+    JoinResponse,
+    TaskEvent,
+    TaskSpec,
+    TaskState,
+    TaskView,
+)
+from hub.clusters import ClusterManager
+from hub.config import HubConfig
+from hub.fleet import FleetView
+from hub.loops import Monitor, PlacementLoop, send_all
+from hub.metrics import Metrics
+from hub.placement.profile import DEFAULT_PROFILE, Profile
+from hub.placement.scheduler import Scheduler
+from hub.sessions import Sessions
+from hub.store import Store, TaskRecord
+from hub.taskbook import ActiveTask, TaskBook
+from hub.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class Hub:
+    """One hub: store, fleet view, clusters, tasks, loops."""
+
+    def __init__(self, config: HubConfig) -> None:
+        self.config = config
+        self.store = Store(config.store_url)
+        self.writer = StoreWriter(self.store)
+        self.fleet = FleetView()
+        profile = Profile.from_config(config.profile) if config.profile else DEFAULT_PROFILE
+        self.scheduler = Scheduler(self.fleet, profile,
+                                   headroom_priority=config.headroom_priority)
+        self.metrics = Metrics()
+        self.sessions = Sessions()
+        self.clusters = ClusterManager(config, self.writer, self.fleet)
+        self.tasks = TaskBook(self.writer, self.fleet)
+        self.placement = PlacementLoop(self.tasks, self.fleet, self.scheduler, self.sessions,
+                                       self.metrics, config.timings.placement_interval)
+        self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
+                               config.timings)
+        self._loops: list[asyncio.Task[None]] = []
+        self.started = False
+        self.metrics.on_scrape(self._refresh_gauges)
+
+    async def start(self) -> None:
+        """Migrate the store, rebuild the in-memory state, start the loops."""
+        version = await self.writer.call(self.store.migrate)
+        await self.clusters.load()
+        count = await self.tasks.load()
+        log.info("store at schema version %d: %d clusters, %d active tasks", version,
+                 len(self.clusters.entries), count)
+        self._loops = [asyncio.create_task(self.placement.run(), name="placement"),
+                       asyncio.create_task(self.monitor.run(), name="monitor")]
+        self.started = True
+
+    async def stop(self) -> None:
+        """Stop the loops and close the store (queued writes finish first)."""
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        for name in list(self.clusters.entries):
+            self.sessions.close_cluster(name)
+        self.writer.close()
+        self.store.close()
+
+    # -- clusters -----------------------------------------------------------------------------
+
+    async def join_cluster(self, req: JoinRequest) -> JoinResponse:
+        """Create a cluster and its join token."""
+        resp = await self.clusters.join(req)
+        await self.audit("cluster.join", req.name, "ok")
+        return resp
+
+    def cluster_views(self) -> list[ClusterView]:
+        """Every cluster, by name."""
+        counts = Counter(t.cluster for t in self.tasks.active.values() if t.cluster)
+        return [self.clusters.view(n, counts[n]) for n in sorted(self.clusters.entries)]
+
+    def cluster_view(self, name: str) -> ClusterView:
+        """One cluster (NotFound if unknown)."""
+        return self.clusters.view(name, len(self.tasks.on_cluster(name)))
+
+    async def set_cordoned(self, name: str, cordoned: bool) -> ClusterView:
+        """Cordon or uncordon; uncordoning may let queued tasks in."""
+        await self.clusters.set_cordoned(name, cordoned)
+        await self.audit("cluster.cordon" if cordoned else "cluster.uncordon", name, "ok")
+        if not cordoned:
+            self.placement.poke()
+        return self.cluster_view(name)
+
+    async def remove_cluster(self, name: str) -> dict[str, object]:
+        """Remove a cluster; its tasks go back to the queue, never lost."""
+        self.clusters.get(name)
+        commands = await self.tasks.requeue_cluster(name, f"cluster {name} was removed")
+        send_all(self.sessions, commands)
+        await self.clusters.remove(name)
+        self.sessions.close_cluster(name)    # after removal: the stream ends UNAUTHENTICATED
+        await self.audit("cluster.remove", name, f"ok, {len(commands)} tasks requeued")
+        self.placement.poke()
+        return {"removed": name, "requeued": len(commands)}
+
+    def capacity(self, cluster: str | None = None) -> list[CapacityRow]:
+        """Capacity rows, per cluster and accelerator model."""
+        if cluster is not None:
+            self.clusters.get(cluster)
+        return self.fleet.capacity(cluster)
+
+    # -- tasks ----------------------------------------------------------------------------------
+
+    async def submit(self, specs: list[TaskSpec]) -> list[TaskView]:
+        """Store tasks as Queued (all or none), then wake the placement loop."""
+        records = await self.tasks.submit(specs)
+        self.placement.poke()
+        await self.audit("task.submit", ",".join(r.name for r in records[:20]), "ok")
+        return [self._view(self.tasks.active.get(r.id), r) for r in records]
+
+    async def list_tasks(self, state: str | None = None,
+                         cluster: str | None = None) -> list[TaskView]:
+        """Tasks from the store, with active ones as the hub knows them now."""
+        records = await self.writer.read(self.store.list_tasks, state=state, cluster=cluster)
+        views = []
+        for rec in records:
+            task = self.tasks.active.get(rec.id)
+            view = self._view(task, rec)
+            if (state is None or view.state == state) and (cluster is None
+                                                           or view.cluster == cluster):
+                views.append(view)
+        return views
+
+    async def describe_task(self, name: str) -> TaskView:
+        """One task with its event timeline, placement scores and rejection reasons."""
+        rec = await self.writer.read(self.store.get_task, name)
+        events = await self.writer.read(self.store.task_events, rec.id)
+        view = self._view(self.tasks.active.get(rec.id), rec)
+        view.events = [TaskEvent(at=e.at, kind=e.kind, message=e.message, cluster=e.cluster,
+                                 generation=e.generation) for e in events]
+        return view
+
+    async def cancel_task(self, name: str) -> TaskView:
+        """Cancel a task; its member copy is told to stop."""
+        record, commands = await self.tasks.cancel(name)
+        send_all(self.sessions, commands)
+        self.placement.poke()
+        await self.audit("task.cancel", name, "ok")
+        return self._view(None, record)
+
+    def _view(self, task: ActiveTask | None, rec: TaskRecord) -> TaskView:
+        rec = task.to_record() if task is not None else rec
+        return TaskView(
+            id=rec.id, name=rec.name, state=TaskState(rec.state), cluster=rec.cluster,
+            node=rec.node, generation=rec.generation, queue=rec.queue, priority=rec.priority,
+            message=rec.message, spec=TaskSpec.model_validate(rec.spec),
+            created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
+            scores=[ClusterScore.model_validate(s) for s in rec.scores],
+        )
+
+    # -- misc -----------------------------------------------------------------------------------
+
+    async def audit(self, action: str, target: str, result: str, actor: str = "anonymous") -> None:
+        """Record a mutation in the audit log."""
+        await self.writer.call(self.store.audit, actor, action, target, result)
+
+    def _refresh_gauges(self) -> None:
+        self.metrics.tasks.clear()
+        for state, n in Counter(t.state.value for t in self.tasks.active.values()).items():
+            self.metrics.tasks.labels(state=state).set(n)
+        self.metrics.clusters.clear()
+        for view in self.cluster_views():
+            self.metrics.clusters.labels(state=view.state.value).inc()

@@ -1,0 +1,132 @@
+"""The hub's two background loops: placement cycles and the health monitor.
+
+``PlacementLoop.cycle`` reads the queue in order, asks the scheduler about each task against
+the in-memory fleet view (no I/O on that path), reserves what it places, commits the whole
+cycle in one store write and only then sends the PlaceTask commands. It runs when woken
+(a submit, an inventory change, a released reservation) and at least every
+``placement_interval`` seconds. ``Monitor.tick`` advances cluster health by elapsed time,
+fails tasks over from clusters that stayed NotReady past the eviction timeout, and spills
+tasks a member has reported Unschedulable for too long over to other clusters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+
+from hub.clusters import ClusterManager
+from hub.config import Timings
+from hub.fleet import FleetView
+from hub.metrics import Metrics
+from hub.placement.scheduler import PlacementResult, Scheduler
+from hub.sessions import Sessions
+from hub.taskbook import ActiveTask, Command, TaskBook
+
+log = logging.getLogger(__name__)
+
+MAX_TASKS_PER_CYCLE = 20_000
+
+
+def send_all(sessions: Sessions, commands: Sequence[Command]) -> None:
+    """Send commands to the clusters' streams (dropped for a disconnected cluster)."""
+    for cluster, msg in commands:
+        sessions.send(cluster, msg)
+
+
+class PlacementLoop:
+    """Places queued tasks on clusters, one batched cycle at a time."""
+
+    def __init__(self, tasks: TaskBook, fleet: FleetView, scheduler: Scheduler,
+                 sessions: Sessions, metrics: Metrics, interval: float) -> None:
+        self.tasks = tasks
+        self.fleet = fleet
+        self.scheduler = scheduler
+        self.sessions = sessions
+        self.metrics = metrics
+        self.interval = interval
+        self.wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+
+    def poke(self) -> None:
+        """Ask for a cycle soon (something changed)."""
+        self.wake.set()
+
+    async def run(self) -> None:
+        """Cycle forever: when poked, and at least every ``interval`` seconds."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=self.interval)
+            self.wake.clear()
+            try:
+                await self.cycle()
+            except Exception:  # a bug must not stop placement for good
+                log.exception("placement cycle failed")
+
+    async def cycle(self) -> int:
+        """One placement cycle; returns how many tasks it placed."""
+        async with self._lock:
+            started = time.perf_counter()
+            placed: list[tuple[ActiveTask, PlacementResult]] = []
+            waiting: list[tuple[ActiveTask, PlacementResult]] = []
+            for task in self.tasks.queued()[:MAX_TASKS_PER_CYCLE]:
+                result = self.scheduler.schedule(task.request())
+                if result.cluster is not None:
+                    self.fleet.reserve(result.cluster, task.id, task.spec.requests(),
+                                       result.nodes)
+                    placed.append((task, result))
+                else:
+                    waiting.append((task, result))
+            decided = time.perf_counter()
+            commands = await self.tasks.commit(placed, waiting)
+            send_all(self.sessions, commands)
+            self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),
+                                       decided - started)
+            return len(commands)
+
+
+class Monitor:
+    """Cluster health, failover and spill-over, on a timer."""
+
+    def __init__(self, clusters: ClusterManager, tasks: TaskBook, sessions: Sessions,
+                 placement: PlacementLoop, timings: Timings) -> None:
+        self.clusters = clusters
+        self.tasks = tasks
+        self.sessions = sessions
+        self.placement = placement
+        self.timings = timings
+        self._last_save = time.monotonic()
+
+    async def run(self) -> None:
+        """Tick forever."""
+        while True:
+            await asyncio.sleep(self.timings.monitor_interval)
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("monitor tick failed")
+
+    async def tick(self) -> None:
+        """Advance health states; fail over and spill over what is due."""
+        commands: list[Command] = []
+        for cluster in await self.clusters.tick():
+            moved = self.tasks.on_cluster(cluster)
+            if moved:
+                log.warning("cluster %s NotReady past eviction timeout: failing over %d tasks",
+                            cluster, len(moved))
+                commands += await self.tasks.requeue_cluster(
+                    cluster, f"cluster {cluster} is NotReady: failing over")
+        for task in self.tasks.stuck_unschedulable(self.timings.unschedulable_timeout):
+            cluster = task.cluster or "?"
+            commands += await self.tasks.requeue(
+                task, f"{cluster} could not schedule it for "
+                      f"{self.timings.unschedulable_timeout:.0f}s: trying another cluster",
+                failover=False, avoid=cluster)
+        if commands:
+            send_all(self.sessions, commands)
+            self.placement.poke()
+        if time.monotonic() - self._last_save > 10 * self.timings.monitor_interval:
+            self._last_save = time.monotonic()
+            await self.clusters.save_heartbeats()

@@ -1,0 +1,94 @@
+"""Run a hub process: REST (8848), agent gRPC (8849) and health/metrics (8851) in one loop.
+
+``serve(config)`` is what ``fuyao-hub serve`` runs. It starts the ``Hub`` (store, state
+rebuild, loops), then the three listeners, and on SIGTERM/SIGINT stops them in reverse:
+listeners first (agents reconnect elsewhere or later), then the loops, then the store, so
+no acknowledged write is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Generator
+
+import grpc
+import uvicorn
+
+from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub.agent_service import AgentChannel
+from hub.api import create_app, create_health_app
+from hub.config import HubConfig
+from hub.core import Hub
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling (the hub handles signals for all listeners)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _uvicorn(app: object, host: str, port: int) -> _Server:
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                            lifespan="off")
+    return _Server(config)
+
+
+async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
+    """Run the hub until ``stop`` is set or the process gets SIGTERM/SIGINT."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+    config.home.mkdir(parents=True, exist_ok=True)
+    hub = Hub(config)
+    await hub.start()
+
+    grpc_server = grpc.aio.server(options=[
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ])
+    pb_grpc.add_AgentChannelServicer_to_server(AgentChannel(hub), grpc_server)
+    bound = grpc_server.add_insecure_port(f"{config.host}:{config.agent_port}")
+    if bound == 0:
+        raise OSError(f"cannot listen for agents on {config.host}:{config.agent_port}")
+    await grpc_server.start()
+
+    api = _uvicorn(create_app(hub), config.host, config.api_port)
+    health = _uvicorn(create_health_app(hub), config.host, config.health_port)
+    servers = [asyncio.create_task(api.serve(), name="api"),
+               asyncio.create_task(health.serve(), name="health")]
+    log.info("fuyao-hub serving: REST %s:%d, agents %s:%d, health %s:%d, store %s",
+             config.host, config.api_port, config.host, config.agent_port, config.host,
+             config.health_port, _redact(config.store_url))
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopper, *servers], return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        if task is not stopper and task.exception() is not None:
+            log.error("listener failed: %s", task.exception())
+    log.info("fuyao-hub stopping")
+    api.should_exit = True
+    health.should_exit = True
+    await grpc_server.stop(grace=2.0)
+    await asyncio.gather(*servers, return_exceptions=True)
+    stopper.cancel()
+    await hub.stop()
+    log.info("fuyao-hub stopped")
+
+
+def _redact(url: str) -> str:
+    """A store URL without its password, for logs."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+    return url

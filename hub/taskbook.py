@@ -1,0 +1,424 @@
+"""Active tasks in memory, every transition persisted before it is acted on.
+
+``TaskBook`` holds each task that is not yet terminal (Queued, Placed, Running), loaded from
+the store at start. Transitions come from the REST API (submit, cancel), the placement loop
+(place, record why a task waits), agent reports (Accepted, Bound, Running, Succeeded,
+Failed, Unschedulable, Cancelled) and the monitor (failover, spill-over). Each transition
+writes its task update and timeline event through the one store writer; commands to agents
+are returned to the caller to send only after the write is durable, so a crash never leaves
+an agent running something the store does not know about.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fuyao.errors import Conflict, NotFound
+from fuyao.selector import parse_selector
+from fuyao.spec import TaskSpec, TaskState
+from fuyao.wire.v1 import agent_pb2 as pb
+from hub.clusters import utcnow
+from hub.fleet import FleetView
+from hub.placement.framework import PlacementRequest
+from hub.placement.scheduler import PlacementResult
+from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
+from hub.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+Command = tuple[str, pb.HubMessage]   # (cluster, message) to send once persisted
+
+PHASE_NAMES = {
+    pb.TASK_PHASE_ACCEPTED: "Accepted",
+    pb.TASK_PHASE_BOUND: "Bound",
+    pb.TASK_PHASE_RUNNING: "Running",
+    pb.TASK_PHASE_SUCCEEDED: "Succeeded",
+    pb.TASK_PHASE_FAILED: "Failed",
+    pb.TASK_PHASE_UNSCHEDULABLE: "Unschedulable",
+    pb.TASK_PHASE_CANCELLED: "Cancelled",
+}
+TERMINAL_PHASES = {pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED, pb.TASK_PHASE_CANCELLED}
+
+
+@dataclass
+class ActiveTask:
+    """A non-terminal task and the hub's working state for it."""
+
+    id: str
+    name: str
+    spec: TaskSpec
+    state: TaskState
+    queue: str
+    priority: int
+    seq: int
+    created_at: datetime
+    updated_at: datetime
+    cluster: str | None = None
+    node: str | None = None
+    generation: int = 0
+    message: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    failover: bool = False            # next placement may use the headroom reserve
+    avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
+    unschedulable_since: float | None = None
+    _request: PlacementRequest | None = None
+
+    @classmethod
+    def from_record(cls, rec: TaskRecord) -> ActiveTask:
+        """Rebuild from the store."""
+        return cls(
+            id=rec.id, name=rec.name, spec=TaskSpec.model_validate(rec.spec),
+            state=TaskState(rec.state), queue=rec.queue, priority=rec.priority, seq=rec.seq,
+            created_at=rec.created_at, updated_at=rec.updated_at, cluster=rec.cluster,
+            node=rec.node, generation=rec.generation, message=rec.message,
+            reasons=dict(rec.reasons), scores=list(rec.scores),
+        )
+
+    def request(self) -> PlacementRequest:
+        """What the scheduler is asked for this task (built once, flags applied per attempt)."""
+        if self._request is None:
+            self._request = PlacementRequest(
+                task_id=self.id, name=self.name, requests=self.spec.requests(),
+                selector=parse_selector(self.spec.effective_selector()),
+                priority=self.priority,
+            )
+        base = self._request
+        if base.failover == self.failover and base.exclude == frozenset(self.avoid):
+            return base
+        self._request = PlacementRequest(
+            task_id=base.task_id, name=base.name, requests=base.requests,
+            selector=base.selector, priority=base.priority, failover=self.failover,
+            exclude=frozenset(self.avoid),
+        )
+        return self._request
+
+    def to_record(self) -> TaskRecord:
+        """The store's record of this task as it is now."""
+        return TaskRecord(
+            id=self.id, name=self.name, spec=self.spec.model_dump(mode="json"),
+            state=self.state.value, queue=self.queue, priority=self.priority, seq=self.seq,
+            created_at=self.created_at, updated_at=self.updated_at, cluster=self.cluster,
+            node=self.node, generation=self.generation, message=self.message,
+            reasons=dict(self.reasons), scores=list(self.scores),
+        )
+
+
+def workload_of(task: ActiveTask) -> pb.TaskWorkload:
+    """The member-side description of a task's workload."""
+    req = task.spec.requests()
+    return pb.TaskWorkload(
+        image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
+        memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
+        selector=task.spec.effective_selector(), replicas=task.spec.replicas,
+        duration_seconds=task.spec.duration_seconds(), priority=task.priority,
+    )
+
+
+def cancel_command(cluster: str, task_id: str, generation: int, reason: str) -> Command:
+    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``."""
+    msg = pb.HubMessage(cancel=pb.CancelTask(task_id=task_id, generation=generation,
+                                             reason=reason))
+    return (cluster, msg)
+
+
+class TaskBook:
+    """The hub's active tasks and their transitions."""
+
+    def __init__(self, writer: StoreWriter, fleet: FleetView) -> None:
+        self.writer = writer
+        self.fleet = fleet
+        self.active: dict[str, ActiveTask] = {}
+        self._by_name: dict[str, str] = {}
+
+    # -- start ------------------------------------------------------------------------------
+
+    async def load(self) -> int:
+        """Load every non-terminal task from the store; returns how many."""
+        states = [TaskState.QUEUED.value, TaskState.PLACED.value, TaskState.RUNNING.value]
+        for rec in await self.writer.read(self.writer.store.list_tasks, states=states):
+            self._add(ActiveTask.from_record(rec))
+        return len(self.active)
+
+    def _add(self, task: ActiveTask) -> None:
+        self.active[task.id] = task
+        self._by_name[task.name] = task.id
+
+    def _drop(self, task: ActiveTask) -> None:
+        self.active.pop(task.id, None)
+        self._by_name.pop(task.name, None)
+        self.fleet.release(task.id)
+
+    def by_name(self, name: str) -> ActiveTask | None:
+        """The active task called ``name``, if any."""
+        task_id = self._by_name.get(name)
+        return None if task_id is None else self.active.get(task_id)
+
+    # -- submit and cancel (REST) ----------------------------------------------------------
+
+    async def submit(self, specs: Sequence[TaskSpec]) -> list[TaskRecord]:
+        """Store new tasks as Queued (all or none) and make them placeable."""
+        now = utcnow()
+        records = [
+            TaskRecord(
+                id=str(uuid.uuid4()), name=s.name, spec=s.model_dump(mode="json"),
+                state=TaskState.QUEUED.value, queue=s.queue, priority=s.priority, seq=0,
+                created_at=now, updated_at=now,
+            )
+            for s in specs
+        ]
+        events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
+        stored = await self.writer.call(self.writer.store.add_tasks, records, events)
+        for rec in stored:
+            self._add(ActiveTask.from_record(rec))
+        return stored
+
+    async def cancel(self, name: str) -> tuple[TaskRecord, list[Command]]:
+        """Cancel a task that has not ended; Conflict if it already has."""
+        task = self.by_name(name)
+        if task is None:
+            rec = await self.writer.read(self.writer.store.get_task, name)  # NotFound if absent
+            raise Conflict(f"task {name!r} already ended ({rec.state}); nothing to cancel")
+        commands: list[Command] = []
+        if task.cluster is not None:
+            commands.append(cancel_command(task.cluster, task.id, task.generation,
+                                           "cancelled by user"))
+        await self._finish(task, TaskState.CANCELLED, "Cancelled", "cancelled by user")
+        return task.to_record(), commands
+
+    # -- placement ---------------------------------------------------------------------------
+
+    def queued(self) -> list[ActiveTask]:
+        """Queued tasks in placement order: higher priority first, then submission order."""
+        waiting = [t for t in self.active.values() if t.state == TaskState.QUEUED]
+        waiting.sort(key=lambda t: (-t.priority, t.seq))
+        return waiting
+
+    async def commit(
+        self,
+        placed: Sequence[tuple[ActiveTask, PlacementResult]],
+        waiting: Sequence[tuple[ActiveTask, PlacementResult]],
+    ) -> list[Command]:
+        """Persist one placement cycle in a single commit; returns the PlaceTask commands.
+
+        The placed tasks' resources were reserved in the fleet view by the caller; if the
+        commit fails they are released and the tasks stay Queued.
+        """
+        now = utcnow()
+        updates: list[TaskUpdate] = []
+        events: list[EventRecord] = []
+        placements: list[PlacementRecord] = []
+        commands: list[Command] = []
+        undo: list[tuple[ActiveTask, dict[str, Any]]] = []
+        for task, result in placed:
+            assert result.cluster is not None
+            undo.append((task, _snapshot(task)))
+            task.state = TaskState.PLACED
+            task.cluster = result.cluster
+            task.node = None
+            task.generation += 1
+            task.failover = False
+            task.unschedulable_since = None
+            task.reasons = {}
+            task.scores = _scores(result)
+            best = next((s for s in result.scores if s.cluster == result.cluster), None)
+            score = f" (score {best.score:.1f})" if best and best.score is not None else ""
+            task.message = f"placed on {result.cluster}{score}"
+            task.updated_at = now
+            updates.append(_update(task, "state", "cluster", "node", "generation", "reasons",
+                                   "scores", "message", "updated_at"))
+            events.append(EventRecord(task.id, now, "Placed", task.message, task.cluster,
+                                      task.generation))
+            placements.append(PlacementRecord(task.id, result.cluster, task.generation, now,
+                                              list(result.nodes)))
+            msg = pb.HubMessage(place=pb.PlaceTask(task_id=task.id, generation=task.generation,
+                                                   name=task.name, workload=workload_of(task)))
+            commands.append((result.cluster, msg))
+        for task, result in waiting:
+            message = result.error.message if result.error else "no cluster available"
+            if message == task.message and result.reasons == task.reasons:
+                continue    # nothing new to say: no write
+            task.reasons = dict(result.reasons)
+            task.scores = _scores(result)
+            task.message = message
+            task.updated_at = now
+            updates.append(_update(task, "reasons", "scores", "message", "updated_at"))
+            events.append(EventRecord(task.id, now, "Pending", message))
+        if not updates:
+            return commands
+        try:
+            await self.writer.apply(updates, events, placements)
+        except Exception:
+            log.exception("placement commit failed; %d tasks stay queued", len(undo))
+            for task, snap in undo:
+                self.fleet.release(task.id)
+                _restore(task, snap)
+            return []
+        return commands
+
+    # -- agent reports ----------------------------------------------------------------------
+
+    async def report(self, cluster: str, rep: pb.TaskReport) -> list[Command]:
+        """Apply one task report from ``cluster``'s agent; returns commands to send."""
+        task = self.active.get(rep.task_id)
+        terminal = rep.phase in TERMINAL_PHASES
+        if task is None or task.cluster != cluster or rep.generation < task.generation:
+            # A copy the hub no longer wants (ended, moved, or a stale generation).
+            if terminal:
+                return []
+            return [cancel_command(cluster, rep.task_id, rep.generation,
+                                   "stale copy: the task ended or moved elsewhere")]
+        if rep.generation > task.generation:
+            log.warning("task %s: report for future generation %d ignored", task.name,
+                        rep.generation)
+            return []
+        return await self._apply_phase(task, rep)
+
+    async def _apply_phase(self, task: ActiveTask, rep: pb.TaskReport) -> list[Command]:
+        now = utcnow()
+        phase = rep.phase
+        name = PHASE_NAMES.get(phase, "Unknown")
+        detail = rep.reason or ""
+        if phase == pb.TASK_PHASE_ACCEPTED:
+            await self._event(task, "Accepted", f"{task.cluster} created the workload")
+        elif phase in (pb.TASK_PHASE_BOUND, pb.TASK_PHASE_RUNNING):
+            self.fleet.release(task.id)     # the member's own accounting now holds it
+            task.unschedulable_since = None
+            changed = task.node != (rep.node or task.node)
+            task.node = rep.node or task.node
+            if phase == pb.TASK_PHASE_RUNNING and task.state != TaskState.RUNNING:
+                task.state = TaskState.RUNNING
+                task.message = f"running on {task.cluster}/{task.node}"
+                await self._save(task, now, "Running", task.message, "state", "node", "message")
+            elif phase == pb.TASK_PHASE_BOUND and changed:
+                await self._save(task, now, "Bound", f"bound to node {task.node}", "node")
+        elif phase == pb.TASK_PHASE_UNSCHEDULABLE:
+            if task.unschedulable_since is None:
+                task.unschedulable_since = time.monotonic()
+            message = f"{task.cluster} cannot schedule it yet: {detail}"
+            if message != task.message:
+                task.message = message
+                await self._save(task, now, "Unschedulable", message, "message")
+        elif phase == pb.TASK_PHASE_SUCCEEDED:
+            await self._finish(task, TaskState.SUCCEEDED, name, detail or "completed")
+        elif phase == pb.TASK_PHASE_FAILED:
+            await self._finish(task, TaskState.FAILED, name, detail or "failed")
+        elif phase == pb.TASK_PHASE_CANCELLED:
+            # The hub did not ask for this (it would have dropped the task): re-place it.
+            return await self.requeue(task, f"{task.cluster} cancelled it: {detail}",
+                                      failover=True)
+        return []
+
+    # -- failover and spill-over -----------------------------------------------------------------
+
+    async def requeue(self, task: ActiveTask, reason: str, *, failover: bool,
+                      avoid: str | None = None) -> list[Command]:
+        """Back to Queued (the next placement gets a new generation); cancels the old copy."""
+        commands: list[Command] = []
+        if task.cluster is not None:
+            commands.append(cancel_command(task.cluster, task.id, task.generation, reason))
+        if avoid:
+            task.avoid.add(avoid)
+        self.fleet.release(task.id)
+        task.state = TaskState.QUEUED
+        task.cluster = None
+        task.node = None
+        task.failover = failover
+        task.unschedulable_since = None
+        task.message = reason
+        await self._save(task, utcnow(), "Requeued", reason, "state", "cluster", "node",
+                         "message")
+        return commands
+
+    async def requeue_cluster(self, cluster: str, reason: str) -> list[Command]:
+        """Fail over every task placed on or running in ``cluster``."""
+        commands: list[Command] = []
+        for task in [t for t in self.active.values() if t.cluster == cluster]:
+            commands += await self.requeue(task, reason, failover=True)
+        return commands
+
+    def on_cluster(self, cluster: str) -> list[ActiveTask]:
+        """Active tasks placed on or running in ``cluster``."""
+        return [t for t in self.active.values() if t.cluster == cluster]
+
+    def stuck_unschedulable(self, timeout: float) -> list[ActiveTask]:
+        """Tasks a member has reported Unschedulable for longer than ``timeout`` seconds."""
+        now = time.monotonic()
+        return [
+            t for t in self.active.values()
+            if t.unschedulable_since is not None and now - t.unschedulable_since > timeout
+        ]
+
+    async def reconcile(self, cluster: str, reports: Iterable[pb.TaskReport]) -> list[Command]:
+        """Compare a full inventory's task list with what the hub expects of ``cluster``."""
+        commands: list[Command] = []
+        seen: set[str] = set()
+        for rep in reports:
+            task = self.active.get(rep.task_id)
+            if task is not None and task.cluster == cluster and rep.generation == task.generation:
+                seen.add(task.id)
+            commands += await self.report(cluster, rep)
+        for task in self.on_cluster(cluster):
+            if task.id not in seen:
+                # The member does not know it (lost with the member, or the hub died before
+                # the command went out): place it again.
+                commands += await self.requeue(task, f"{cluster} does not have it; re-placing",
+                                               failover=True)
+        return commands
+
+    # -- internals ------------------------------------------------------------------------------
+
+    async def _finish(self, task: ActiveTask, state: TaskState, kind: str, message: str) -> None:
+        task.state = state
+        task.message = message
+        await self._save(task, utcnow(), kind, message, "state", "message")
+        self._drop(task)
+
+    async def _event(self, task: ActiveTask, kind: str, message: str) -> None:
+        await self.writer.apply(events=[EventRecord(task.id, utcnow(), kind, message,
+                                                    task.cluster, task.generation)])
+
+    async def _save(self, task: ActiveTask, now: datetime, kind: str, message: str,
+                    *fields: str) -> None:
+        task.updated_at = now
+        await self.writer.apply(
+            [_update(task, *fields, "updated_at")],
+            [EventRecord(task.id, now, kind, message, task.cluster, task.generation)],
+        )
+
+    def get_active(self, name: str) -> ActiveTask:
+        """An active task by name, or NotFound."""
+        task = self.by_name(name)
+        if task is None:
+            raise NotFound(f"task {name!r} is not active")
+        return task
+
+
+def _update(task: ActiveTask, *fields: str) -> TaskUpdate:
+    values = {f: getattr(task, f) for f in fields}
+    if "state" in values:
+        values["state"] = task.state.value
+    return TaskUpdate(task.id, values)
+
+
+def _scores(result: PlacementResult) -> list[dict[str, Any]]:
+    return [s.model_dump(mode="json") for s in result.scores]
+
+
+_SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",
+                    "message", "updated_at", "unschedulable_since")
+
+
+def _snapshot(task: ActiveTask) -> dict[str, Any]:
+    return {f: getattr(task, f) for f in _SNAPSHOT_FIELDS}
+
+
+def _restore(task: ActiveTask, snap: dict[str, Any]) -> None:
+    for key, value in snap.items():
+        setattr(task, key, value)

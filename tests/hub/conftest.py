@@ -1,0 +1,72 @@
+"""An in-process hub for tests: the real Hub on a temp SQLite store, REST through an ASGI
+transport, and the real gRPC agent channel listening on a loopback port."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+
+from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub.agent_service import AgentChannel
+from hub.api import create_app
+from hub.config import HubConfig, Timings
+from hub.core import Hub
+
+FAST = Timings(unknown_after=1.0, not_ready_after=2.0, eviction_timeout=0.5,
+               unschedulable_timeout=1.0, placement_interval=0.1, monitor_interval=0.1)
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class HubHarness:
+    """A started hub with a REST client and the agent channel's address."""
+
+    hub: Hub
+    api: httpx.AsyncClient
+    agent_address: str
+    grpc_server: grpc.aio.Server
+
+
+async def start_harness(home: Path, timings: Timings = FAST) -> HubHarness:
+    """Start a hub, its REST app and its gRPC agent channel."""
+    port = free_port()
+    hub = Hub(HubConfig(home=home, agent_port=port, timings=timings))
+    home.mkdir(parents=True, exist_ok=True)
+    await hub.start()
+    server = grpc.aio.server()
+    pb_grpc.add_AgentChannelServicer_to_server(AgentChannel(hub), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    api = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(hub)),
+                            base_url="http://hub")
+    return HubHarness(hub, api, f"127.0.0.1:{port}", server)
+
+
+async def stop_harness(h: HubHarness) -> None:
+    """Stop everything start_harness started."""
+    await h.api.aclose()
+    await h.grpc_server.stop(grace=0.5)
+    await h.hub.stop()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[HubHarness]:
+    """A running in-process hub."""
+    h = await start_harness(tmp_path / "hub")
+    try:
+        yield h
+    finally:
+        await stop_harness(h)
