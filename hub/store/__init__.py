@@ -1,0 +1,31 @@
+"""The hub's store: SQLModel tables on SQLite (default) or PostgreSQL, behind ``Store``.
+
+Callers use ``Store`` and the record types; rows, sessions and SQLAlchemy errors stay inside
+this package (errors surface as ``fuyao.errors``). See ``docs/concepts/store.md``.
+"""
+
+from hub.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from hub.store.records import (
+    CLUSTER_UPDATE_FIELDS,
+    TASK_UPDATE_FIELDS,
+    ClusterRecord,
+    EventRecord,
+    PlacementRecord,
+    TaskRecord,
+    TaskUpdate,
+)
+from hub.store.store import Store
+
+__all__ = [
+    "CLUSTER_UPDATE_FIELDS",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "TASK_UPDATE_FIELDS",
+    "ClusterRecord",
+    "EventRecord",
+    "Migration",
+    "PlacementRecord",
+    "Store",
+    "TaskRecord",
+    "TaskUpdate",
+]

@@ -1,0 +1,90 @@
+"""Plain records the store takes and returns: frozen dataclasses, never ORM objects.
+
+Every caller of ``hub.store.Store`` (the hub's REST handlers, the placement loop, the agent
+channel) speaks these types, so no SQLAlchemy session state ever leaks out of the store.
+Datetimes are timezone-aware UTC, in and out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+TASK_UPDATE_FIELDS = frozenset(
+    {"state", "cluster", "node", "generation", "message", "reasons", "scores", "updated_at"}
+)
+CLUSTER_UPDATE_FIELDS = frozenset(
+    {"state", "labels", "weight", "headroom", "cordoned", "created_at", "last_heartbeat",
+     "backend"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRecord:
+    """A member cluster as stored."""
+
+    name: str
+    state: str
+    labels: dict[str, str]
+    weight: int
+    headroom: float
+    cordoned: bool
+    created_at: datetime
+    last_heartbeat: datetime | None = None
+    backend: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A task as stored; ``seq`` is its submission order, assigned by the store."""
+
+    id: str
+    name: str
+    spec: dict[str, Any]
+    state: str
+    queue: str
+    priority: int
+    seq: int
+    created_at: datetime
+    updated_at: datetime
+    cluster: str | None = None
+    node: str | None = None
+    generation: int = 0
+    message: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One line of a task's timeline."""
+
+    task_id: str
+    at: datetime
+    kind: str
+    message: str
+    cluster: str | None = None
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUpdate:
+    """A partial update of one task: only the fields in ``changes`` are written.
+
+    Keys are among ``TASK_UPDATE_FIELDS``; ``updated_at`` is written only if given.
+    """
+
+    task_id: str
+    changes: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRecord:
+    """One delegation of a task to a cluster, at one generation."""
+
+    task_id: str
+    cluster: str
+    generation: int
+    at: datetime
+    nodes: list[str]

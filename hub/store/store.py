@@ -1,0 +1,389 @@
+"""The hub's store: clusters, join tokens, credentials, tasks, events, placements, audit.
+
+The hub creates one ``Store`` at start (``Store(url).migrate()``) and calls it from one writer
+thread (``hub.writer.StoreWriter``) for writes and from reader threads for reads. Every write
+method is one transaction: it either commits all it was given or changes nothing. Records
+(``hub.store.records``) go in and come out; rows and sessions never leave this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from fuyao.errors import Conflict, FuyaoError, InvalidInput, NotFound, Unauthenticated
+from hub.store import convert
+from hub.store.engine import (
+    DEFAULT_BUSY_TIMEOUT_S,
+    WRITE_OPTION,
+    create_engine,
+    parse_url,
+    wrap_errors,
+)
+from hub.store.migrations import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    Migration,
+    current_version,
+    run_migrations,
+)
+from hub.store.records import (
+    CLUSTER_UPDATE_FIELDS,
+    TASK_UPDATE_FIELDS,
+    ClusterRecord,
+    EventRecord,
+    PlacementRecord,
+    TaskRecord,
+    TaskUpdate,
+)
+from hub.store.tables import (
+    TABLES,
+    AuditRow,
+    ClusterRow,
+    CredentialRow,
+    JoinTokenRow,
+    PlacementRow,
+    TaskEventRow,
+    TaskRow,
+)
+
+T = TypeVar("T")
+_CHUNK = 500   # ids per IN (...) query
+TASKS, EVENTS, PLACEMENTS = TABLES["tasks"], TABLES["task_events"], TABLES["placements"]
+JOIN_TOKENS, CREDENTIALS = TABLES["join_tokens"], TABLES["cluster_credentials"]
+
+
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
+
+
+class Store:
+    """The hub's persistent state on SQLite (default) or PostgreSQL."""
+
+    def __init__(self, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self.url = parse_url(url)
+        self.backend = self.url.get_backend_name()   # "sqlite" or "postgresql"
+        self._engine = create_engine(self.url, busy_timeout_s)
+        self._expected_version = LATEST_VERSION
+        self._schema_ok = False
+
+    def __repr__(self) -> str:
+        return f"Store({self.url.render_as_string(hide_password=True)!r})"
+
+    # ---- lifecycle
+
+    def migrate(self, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+        """Apply pending migrations and return the schema version; safe on every start."""
+        with wrap_errors("migrate"), self._engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                version = run_migrations(conn, migrations)
+        self._expected_version = version
+        self._schema_ok = True
+        return version
+
+    def schema_version(self) -> int:
+        """The highest migration applied to the database (0 if none)."""
+        with wrap_errors("read schema version"), self._engine.connect() as conn:
+            return current_version(conn)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._engine.dispose()
+
+    def _check_schema(self) -> None:
+        if self._schema_ok:
+            return
+        version = self.schema_version()
+        if version != self._expected_version:
+            raise FuyaoError(
+                f"the store schema is at version {version} but this hub needs "
+                f"{self._expected_version}: run migrate() (fuyao-hub does on start)"
+            )
+        self._schema_ok = True
+
+    @contextmanager
+    def _read(self, what: str) -> Iterator[Session]:
+        self._check_schema()
+        with wrap_errors(what), Session(self._engine) as session:
+            yield session
+
+    @contextmanager
+    def _write(self, what: str) -> Iterator[Session]:
+        self._check_schema()
+        with wrap_errors(what), Session(self._engine) as session:
+            session.connection(execution_options={WRITE_OPTION: True})
+            yield session
+            session.commit()
+
+    # ---- clusters
+
+    def create_cluster(self, rec: ClusterRecord) -> None:
+        """Store a new cluster; Conflict if the name is taken."""
+        values = convert.cluster_values(rec)
+        with self._write(f"create cluster {rec.name}") as s:
+            if s.get(ClusterRow, rec.name) is not None:
+                raise Conflict(f"cluster {rec.name} already exists")
+            s.add(ClusterRow(**values))
+
+    def get_cluster(self, name: str) -> ClusterRecord:
+        """One cluster; NotFound if absent."""
+        with self._read(f"get cluster {name}") as s:
+            return convert.cluster_record(self._cluster_row(s, name))
+
+    def list_clusters(self) -> list[ClusterRecord]:
+        """Every cluster, by name."""
+        with self._read("list clusters") as s:
+            rows = s.exec(select(ClusterRow).order_by(col(ClusterRow.name))).all()
+            return [convert.cluster_record(r) for r in rows]
+
+    def update_cluster(self, name: str, /, **changes: Any) -> ClusterRecord:
+        """Change some fields of a cluster (any but ``name``) and return it."""
+        convert.check_keys(changes, CLUSTER_UPDATE_FIELDS, "cluster")
+        values = convert.normalize_times(changes, ("created_at", "last_heartbeat"))
+        with self._write(f"update cluster {name}") as s:
+            row = self._cluster_row(s, name)
+            for key, value in values.items():
+                setattr(row, key, value)
+            s.flush()
+            return convert.cluster_record(row)
+
+    def delete_cluster(self, name: str) -> None:
+        """Delete a cluster with its join tokens and credential; its tasks keep their history."""
+        with self._write(f"delete cluster {name}") as s:
+            row = self._cluster_row(s, name)
+            conn = s.connection()
+            conn.execute(sa.delete(JOIN_TOKENS).where(JOIN_TOKENS.c.cluster == name))
+            conn.execute(sa.delete(CREDENTIALS).where(CREDENTIALS.c.cluster == name))
+            s.delete(row)
+
+    @staticmethod
+    def _cluster_row(s: Session, name: str) -> ClusterRow:
+        row = s.get(ClusterRow, name)
+        if row is None:
+            raise NotFound(f"cluster {name} not found")
+        return row
+
+    # ---- join tokens and agent credentials (hashes only)
+
+    def add_join_token(self, cluster: str, token_hash: str, expires_at: datetime) -> None:
+        """Store the hash of a new one-time join token for ``cluster``."""
+        expires = convert.utc(expires_at, "expires_at")
+        with self._write(f"add join token for {cluster}") as s:
+            self._cluster_row(s, cluster)
+            if s.get(JoinTokenRow, token_hash) is not None:
+                raise Conflict(f"join token for cluster {cluster} already exists")
+            s.add(JoinTokenRow(token_hash=token_hash, cluster=cluster,
+                               created_at=datetime.now(UTC), expires_at=expires))
+
+    def consume_join_token(self, cluster: str, token_hash: str, now: datetime) -> None:
+        """Mark a join token used, atomically; a failed call changes nothing."""
+        at = convert.utc(now, "now")
+        with self._write(f"consume join token for {cluster}") as s:
+            used = s.connection().execute(
+                sa.update(JOIN_TOKENS)
+                .where(JOIN_TOKENS.c.token_hash == token_hash,
+                       JOIN_TOKENS.c.cluster == cluster,
+                       JOIN_TOKENS.c.used_at.is_(None),
+                       JOIN_TOKENS.c.expires_at > at)
+                .values(used_at=at)
+            )
+            if used.rowcount == 1:
+                return
+            row = s.get(JoinTokenRow, token_hash)
+            if row is None or row.cluster != cluster:
+                raise Unauthenticated(f"join token is not valid for cluster {cluster}")
+            if row.used_at is not None:
+                raise Conflict(
+                    f"join token was already used at {convert.must(row.used_at).isoformat()}: "
+                    f"issue a new join token for cluster {cluster}"
+                )
+            raise Unauthenticated(
+                f"join token expired at {convert.must(row.expires_at).isoformat()}: "
+                f"issue a new join token for cluster {cluster}"
+            )
+
+    def set_credential(self, cluster: str, credential_hash: str) -> None:
+        """Store the hash of ``cluster``'s agent credential, replacing any previous one."""
+        with self._write(f"set credential for {cluster}") as s:
+            self._cluster_row(s, cluster)
+            s.connection().execute(sa.delete(CREDENTIALS).where(CREDENTIALS.c.cluster == cluster))
+            s.add(CredentialRow(cluster=cluster, credential_hash=credential_hash,
+                                created_at=datetime.now(UTC)))
+
+    def cluster_for_credential(self, credential_hash: str) -> str | None:
+        """The cluster whose credential has this hash, or None."""
+        with self._read("look up credential") as s:
+            query = select(CredentialRow.cluster).where(
+                CredentialRow.credential_hash == credential_hash)
+            return s.exec(query).first()
+
+    # ---- tasks
+
+    def add_tasks(self, tasks: Sequence[TaskRecord],
+                  events: Sequence[EventRecord]) -> list[TaskRecord]:
+        """Store new tasks and their events, all or nothing; returns them with ``seq`` set."""
+        values = [convert.task_values(t) for t in tasks]
+        event_values = [convert.event_values(e) for e in events]
+        with self._write(f"add {len(values)} task(s)") as s:
+            _reject_duplicate_names(s, [t.name for t in tasks])
+            conn = s.connection()
+            seqs: list[int] = []
+            if values:
+                inserted = conn.execute(
+                    sa.insert(TASKS).returning(TASKS.c.seq, sort_by_parameter_order=True),
+                    values,
+                )
+                seqs = [int(seq) for seq in inserted.scalars()]
+            _require_tasks(s, [e.task_id for e in events])
+            if event_values:
+                conn.execute(sa.insert(EVENTS), event_values)
+        return [
+            replace(t, seq=seq, created_at=v["created_at"], updated_at=v["updated_at"])
+            for t, seq, v in zip(tasks, seqs, values, strict=True)
+        ]
+
+    def get_task(self, name: str) -> TaskRecord:
+        """The task named ``name``; NotFound if absent."""
+        with self._read(f"get task {name}") as s:
+            row = s.exec(select(TaskRow).where(TaskRow.name == name)).first()
+            if row is None:
+                raise NotFound(f"task {name} not found")
+            return convert.task_record(row)
+
+    def get_task_by_id(self, task_id: str) -> TaskRecord:
+        """The task with id ``task_id``; NotFound if absent."""
+        with self._read(f"get task {task_id}") as s:
+            row = s.exec(select(TaskRow).where(TaskRow.id == task_id)).first()
+            if row is None:
+                raise NotFound(f"task with id {task_id} not found")
+            return convert.task_record(row)
+
+    def list_tasks(self, *, state: str | None = None, cluster: str | None = None,
+                   states: Sequence[str] | None = None) -> list[TaskRecord]:
+        """Tasks in submission order, filtered by state, any of ``states``, and cluster."""
+        query = select(TaskRow)
+        if state is not None:
+            query = query.where(TaskRow.state == state)
+        if states is not None:
+            query = query.where(col(TaskRow.state).in_(list(states)))
+        if cluster is not None:
+            query = query.where(TaskRow.cluster == cluster)
+        with self._read("list tasks") as s:
+            rows = s.exec(query.order_by(col(TaskRow.seq))).all()
+            return [convert.task_record(r) for r in rows]
+
+    def apply(self, updates: Sequence[TaskUpdate] = (), events: Sequence[EventRecord] = (),
+              placements: Sequence[PlacementRecord] = ()) -> None:
+        """Write task updates, events and placements in ONE transaction (a batched commit).
+
+        Updates of one task apply in order (a later value wins). NotFound, naming every
+        unknown task id, if any update, event or placement refers to a task not stored.
+        """
+        merged = _merge_updates(updates)
+        event_values = [convert.event_values(e) for e in events]
+        placement_values = [convert.placement_values(p) for p in placements]
+        if not (merged or event_values or placement_values):
+            return
+        with self._write(f"apply {len(merged)} update(s), {len(event_values)} event(s)") as s:
+            ids = [*merged, *(e.task_id for e in events), *(p.task_id for p in placements)]
+            _require_tasks(s, ids)
+            conn = s.connection()
+            by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for task_id, changes in merged.items():
+                by_keys.setdefault(tuple(sorted(changes)), []).append(
+                    {"_task_id": task_id, **changes})
+            for params in by_keys.values():
+                conn.execute(sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id")),
+                             params)
+            if event_values:
+                conn.execute(sa.insert(EVENTS), event_values)
+            if placement_values:
+                conn.execute(sa.insert(PLACEMENTS), placement_values)
+
+    def task_events(self, task_id: str) -> list[EventRecord]:
+        """A task's timeline, ordered by time, then by insertion."""
+        with self._read(f"task events {task_id}") as s:
+            query = (select(TaskEventRow).where(TaskEventRow.task_id == task_id)
+                     .order_by(col(TaskEventRow.at), col(TaskEventRow.id)))
+            return [convert.event_record(r) for r in s.exec(query).all()]
+
+    def placements(self, task_id: str) -> list[PlacementRecord]:
+        """Every placement of a task, oldest first."""
+        with self._read(f"placements {task_id}") as s:
+            query = (select(PlacementRow).where(PlacementRow.task_id == task_id)
+                     .order_by(col(PlacementRow.at), col(PlacementRow.id)))
+            return [convert.placement_record(r) for r in s.exec(query).all()]
+
+    # ---- audit
+
+    def audit(self, actor: str, action: str, target: str, result: str,
+              at: datetime | None = None) -> None:
+        """Record one mutation: who (actor) did what (action) to which target, and the result."""
+        when = datetime.now(UTC) if at is None else convert.utc(at, "at")
+        with self._write(f"audit {action}") as s:
+            s.add(AuditRow(at=when, actor=actor, action=action, target=target, result=result))
+
+    def audit_log(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` audit entries, newest first."""
+        if limit < 1:
+            raise InvalidInput(f"audit log limit must be at least 1, got {limit}")
+        with self._read("read audit log") as s:
+            query = (select(AuditRow)
+                     .order_by(col(AuditRow.at).desc(), col(AuditRow.id).desc()).limit(limit))
+            return [
+                {"id": r.id, "at": convert.must(r.at), "actor": r.actor, "action": r.action,
+                 "target": r.target, "result": r.result}
+                for r in s.exec(query).all()
+            ]
+
+
+def _merge_updates(updates: Iterable[TaskUpdate]) -> dict[str, dict[str, Any]]:
+    """Updates per task id, merged in order; keys and timestamps checked."""
+    merged: dict[str, dict[str, Any]] = {}
+    for update in updates:
+        convert.check_keys(update.changes, TASK_UPDATE_FIELDS, "task")
+        changes = convert.normalize_times(update.changes, ("updated_at",))
+        merged.setdefault(update.task_id, {}).update(changes)
+    return {task_id: changes for task_id, changes in merged.items() if changes}
+
+
+def _reject_duplicate_names(s: Session, names: Sequence[str]) -> None:
+    """Conflict naming every name taken by a stored task or repeated in the batch."""
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for name in names:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    unique = list(dict.fromkeys(names))
+    existing: set[str] = set()
+    for chunk in _chunks(unique):
+        existing.update(s.exec(select(TaskRow.name).where(col(TaskRow.name).in_(chunk))).all())
+    problems = []
+    if existing:
+        taken = [n for n in unique if n in existing]
+        problems.append(f"task name(s) already exist: {', '.join(taken)}")
+    if repeated:
+        problems.append(f"task name(s) repeated in the batch: {', '.join(repeated)}")
+    if problems:
+        raise Conflict("; ".join(problems) + " (nothing was stored)")
+
+
+def _require_tasks(s: Session, task_ids: Iterable[str]) -> None:
+    """NotFound naming every id in ``task_ids`` that is not stored."""
+    wanted = list(dict.fromkeys(task_ids))
+    found: set[str] = set()
+    for chunk in _chunks(wanted):
+        found.update(s.exec(select(TaskRow.id).where(col(TaskRow.id).in_(chunk))).all())
+    missing = [t for t in wanted if t not in found]
+    if missing:
+        raise NotFound(f"task id(s) not found: {', '.join(missing)} (nothing was written)")
+

@@ -1,0 +1,1 @@
+"""Tests of the hub's store (``hub.store``), run against SQLite and PostgreSQL."""

@@ -1,0 +1,1 @@
+"""Helpers shared by test packages: real servers started for tests (PostgreSQL)."""
