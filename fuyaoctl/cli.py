@@ -1,0 +1,317 @@
+"""``fuyaoctl``: the command line for the Fuyao hub (console script ``fuyaoctl.cli:main``).
+
+Thin by design: each command parses its arguments, makes one or two SDK calls (``Client``)
+and hands the answer to ``render.Renderer``. One handler, ``FuyaoGroup.invoke``, turns every
+``FuyaoError`` into ``error: <message>`` on stderr and the error's exit code (InvalidInput 2,
+others 1); click's own usage errors exit 2. ``-o`` is accepted before or after the command.
+Tests hand an ``httpx.Client`` in through ``AppContext(http=...)`` (``CliRunner.invoke(obj=)``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+import httpx
+
+from fuyao import __version__
+from fuyao.errors import FuyaoError
+from fuyao.quantity import parse_duration
+from fuyao.spec import DEFAULT_HEADROOM, TaskState
+from fuyaoctl import render
+from fuyaoctl.client import TERMINAL_STATES, Client
+from fuyaoctl.render import FORMATS, Renderer
+from fuyaoctl.taskfile import read_task_file
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+WAIT_GOALS: dict[str, frozenset[TaskState]] = {
+    "Running": frozenset({TaskState.RUNNING, TaskState.SUCCEEDED}),  # started, maybe done
+    "Succeeded": frozenset({TaskState.SUCCEEDED}),
+    "terminal": TERMINAL_STATES,
+}
+
+
+@dataclass
+class AppContext:
+    """What every command needs: how to reach the hub, and how to print."""
+
+    http: httpx.Client | None = None
+    hub: str | None = None
+    token: str | None = None
+    output: str = "table"
+    _client: Client | None = None
+
+    def client(self) -> Client:
+        """The SDK client for this invocation (created once)."""
+        if self._client is None:
+            self._client = Client(self.hub, token=self.token, http=self.http)
+            click.get_current_context().call_on_close(self._client.close)
+        return self._client
+
+    def render(self) -> Renderer:
+        """A renderer for the output format chosen with ``-o``."""
+        return Renderer(self.output)
+
+
+class FuyaoGroup(click.Group):
+    """The root group: its ``invoke`` is the one place library errors become exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FuyaoError as exc:
+            render.error(exc.message)
+            ctx.exit(exc.exit_code)
+
+
+def _remember_output(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(AppContext).output = value.lower()
+
+
+def output_option(func: F) -> F:
+    """``-o/--output`` on a subcommand, so ``fuyaoctl task list -o json`` works too."""
+    return click.option(
+        "-o", "--output", type=click.Choice(FORMATS, case_sensitive=False), default=None,
+        expose_value=False, callback=_remember_output,
+        help="Output format: table, json or yaml.",
+    )(func)
+
+
+def _pairs(_: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param=param)
+        pairs[key] = value
+    return pairs
+
+
+def _seconds(_: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return round(parse_duration(value))
+    except FuyaoError as exc:
+        raise click.BadParameter(exc.message, param=param) from exc
+
+
+@click.group(cls=FuyaoGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--hub", metavar="URL", envvar="FUYAO_HUB",
+              help="Hub REST address (env FUYAO_HUB; default http://127.0.0.1:8848).")
+@click.option("--token", metavar="TOKEN", envvar="FUYAO_TOKEN",
+              help="Bearer token for the hub (env FUYAO_TOKEN).")
+@click.option("-o", "--output", type=click.Choice(FORMATS, case_sensitive=False),
+              default="table", show_default=True, help="Output format.")
+@click.version_option(__version__, prog_name="fuyaoctl")
+@click.pass_context
+def cli(ctx: click.Context, hub: str | None, token: str | None, output: str) -> None:
+    """Submit tasks to the Fuyao hub and manage its member clusters."""
+    app = ctx.ensure_object(AppContext)
+    app.hub = hub or app.hub
+    app.token = token or app.token
+    app.output = output.lower()
+
+
+# -- clusters --------------------------------------------------------------------------------
+
+
+@cli.group()
+@output_option
+def cluster() -> None:
+    """Member clusters: join, list, describe, cordon, remove."""
+
+
+@cluster.command("join")
+@click.argument("name")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=_pairs,
+              help="Cluster label (region, site, provider, cost tier); repeatable.")
+@click.option("--weight", type=int, default=1, show_default=True,
+              help="Placement weight (0-1000); higher gets more tasks.")
+@click.option("--headroom", type=float, default=DEFAULT_HEADROOM, show_default=True,
+              help="Fraction of capacity kept free for failover.")
+@click.option("--token-ttl", metavar="DURATION", callback=_seconds,
+              help="How long the join token stays valid, e.g. 30m, 24h, 7d (default 24h).")
+@output_option
+@click.pass_obj
+def cluster_join(app: AppContext, name: str, labels: dict[str, str], weight: int,
+                 headroom: float, token_ttl: int | None) -> None:
+    """Register cluster NAME and print its one-time join token and agent command."""
+    answer = app.client().join_cluster(
+        name, labels=labels, weight=weight, headroom=headroom, token_ttl_seconds=token_ttl
+    )
+    app.render().joined(answer)
+
+
+@cluster.command("list")
+@output_option
+@click.pass_obj
+def cluster_list(app: AppContext) -> None:
+    """List member clusters."""
+    app.render().clusters(app.client().list_clusters())
+
+
+@cluster.command("describe")
+@click.argument("name")
+@output_option
+@click.pass_obj
+def cluster_describe(app: AppContext, name: str) -> None:
+    """Show one cluster in detail."""
+    app.render().cluster(app.client().get_cluster(name))
+
+
+@cluster.command("cordon")
+@click.argument("name")
+@output_option
+@click.pass_obj
+def cluster_cordon(app: AppContext, name: str) -> None:
+    """Stop new placements on NAME; running tasks stay."""
+    app.render().cluster_changed(app.client().cordon(name), "cordoned")
+
+
+@cluster.command("uncordon")
+@click.argument("name")
+@output_option
+@click.pass_obj
+def cluster_uncordon(app: AppContext, name: str) -> None:
+    """Allow new placements on NAME again."""
+    app.render().cluster_changed(app.client().uncordon(name), "uncordoned")
+
+
+@cluster.command("remove")
+@click.argument("name")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@output_option
+@click.pass_obj
+def cluster_remove(app: AppContext, name: str, yes: bool) -> None:
+    """Remove NAME from the fleet; its tasks go back to the queue."""
+    if not yes:
+        click.confirm(f"Remove cluster {name}? Its tasks go back to the queue.", abort=True)
+    app.render().cluster_removed(app.client().remove_cluster(name))
+
+
+# -- tasks -----------------------------------------------------------------------------------
+
+
+@cli.group()
+@output_option
+def task() -> None:
+    """Tasks: submit, list, describe, cancel, wait."""
+
+
+@task.command("submit")
+@click.option("-f", "--file", "path", metavar="FILE",
+              help="Task YAML: one task or a batch; '-' reads stdin.")
+@click.option("--name", help="Task name (lowercase letters, digits, '-').")
+@click.option("--image", help="Container image.")
+@click.option("--command", help="Command as one shell-quoted string, e.g. 'python train.py'.")
+@click.option("--cpu", help="CPU per replica: 4, 500m.")
+@click.option("--memory", help="Memory per replica: 16Gi, 512Mi.")
+@click.option("--gpu", metavar="N", help="GPUs per replica: 8, or a share like 0.5.")
+@click.option("--gpu-model", metavar="MODEL", help="H100, A100|H100 or >=A100.")
+@click.option("--gpu-memory", help="Minimum memory per GPU: 40Gi.")
+@click.option("--selector", metavar="EXPR", help="Node selector: 'kubernetes.io/arch = arm64'.")
+@click.option("--queue", help="Queue name (default: default).")
+@click.option("--priority", type=int, help="Priority; higher is placed first.")
+@click.option("--replicas", type=int, help="Number of replicas.")
+@click.option("--duration", help="Run time on sim members: 30s, 5m.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=_pairs,
+              help="Task label; repeatable.")
+@output_option
+@click.pass_obj
+def task_submit(app: AppContext, /, path: str | None, **flags: Any) -> None:
+    """Submit a task from a YAML file (-f) or from flags."""
+    given = {key: value for key, value in flags.items() if value not in (None, {}, "")}
+    if path is not None and given:
+        raise click.UsageError("use either -f FILE or task flags, not both")
+    if path is not None:
+        tasks = read_task_file(path)
+        client = app.client()
+        if tasks.batch or len(tasks.specs) > 1:
+            app.render().submitted(client.submit_tasks(tasks.specs), batch=True)
+        else:
+            app.render().submitted([client.submit_task(tasks.specs[0])], batch=False)
+        return
+    if "name" not in given:
+        raise click.UsageError("give -f FILE, or at least --name (and --image, --gpu, ...)")
+    if "command" in given:
+        try:
+            given["command"] = shlex.split(given["command"])
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--command") from exc
+    view = app.client().submit_task(given)
+    app.render().submitted([view], batch=False)
+
+
+@task.command("list")
+@click.option("--state", type=click.Choice([s.value for s in TaskState], case_sensitive=False),
+              help="Only tasks in this state.")
+@click.option("--cluster", metavar="NAME", help="Only tasks placed on this cluster.")
+@output_option
+@click.pass_obj
+def task_list(app: AppContext, state: str | None, cluster: str | None) -> None:
+    """List tasks."""
+    app.render().tasks(app.client().list_tasks(state=state, cluster=cluster))
+
+
+@task.command("describe")
+@click.argument("name")
+@output_option
+@click.pass_obj
+def task_describe(app: AppContext, name: str) -> None:
+    """Show a task: spec, state, events, placement scores and why it is not placed."""
+    app.render().task(app.client().get_task(name))
+
+
+@task.command("cancel")
+@click.argument("name")
+@output_option
+@click.pass_obj
+def task_cancel(app: AppContext, name: str) -> None:
+    """Cancel a task wherever it is."""
+    app.render().task_changed(app.client().cancel_task(name))
+
+
+@task.command("wait")
+@click.argument("name")
+@click.option("--for", "goal", type=click.Choice(list(WAIT_GOALS), case_sensitive=False),
+              default="terminal", show_default=True,
+              help="Running (started), Succeeded, or terminal (Succeeded, Failed, Cancelled).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Seconds to wait before giving up (exit 1).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="Seconds between polls.")
+@output_option
+@click.pass_obj
+def task_wait(app: AppContext, name: str, goal: str, timeout: float, interval: float) -> None:
+    """Wait until a task reaches a state; exit 1 if it never can or time runs out."""
+    view = app.client().wait_for_task(
+        name, WAIT_GOALS[goal], timeout=timeout, interval=interval
+    )
+    app.render().task_changed(view)
+
+
+# -- fleet -----------------------------------------------------------------------------------
+
+
+@cli.command("capacity")
+@click.option("--cluster", metavar="NAME", help="Only this cluster.")
+@output_option
+@click.pass_obj
+def capacity(app: AppContext, cluster: str | None) -> None:
+    """Devices, CPU and memory per cluster and GPU model: total, allocated, reserved, free."""
+    app.render().capacity(app.client().capacity(cluster))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="fuyaoctl")
+
+
+if __name__ == "__main__":
+    main()

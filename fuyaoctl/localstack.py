@@ -1,0 +1,208 @@
+"""Run a hub and simulated member agents as local processes.
+
+Used by the demo (``examples/demo.py``), the end-to-end tests and the end-to-end benchmark:
+one place that knows how to start ``fuyao-hub serve`` on free ports, join clusters through
+the real join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), and
+stop or kill any of them. Every process writes its log under ``<home>/logs``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from fuyao.errors import FuyaoError, Transient
+from fuyaoctl.client import Client
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def port_free(port: int) -> bool:
+    """True if nothing listens on 127.0.0.1:``port``."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _command(script: str, module: str) -> list[str]:
+    """The console script beside this interpreter, or the module run with ``-c``."""
+    path = Path(sys.executable).parent / script
+    if path.exists():
+        return [str(path)]
+    return [sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())"]
+
+
+@dataclass
+class Proc:
+    """One child process and its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.popen.poll() is None
+
+    def stop(self, *, kill: bool = False, timeout: float = 15.0) -> int:
+        """SIGTERM (or SIGKILL) and wait; returns the exit code."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+        return self.popen.returncode
+
+    def tail(self, lines: int = 40) -> str:
+        """The end of the process log, for error messages."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class LocalStack:
+    """A hub plus simulated agents on this machine."""
+
+    home: Path
+    api_port: int = 0
+    agent_port: int = 0
+    health_port: int = 0
+    hub_args: list[str] = field(default_factory=list)
+    agent_args: list[str] = field(default_factory=list)
+    db_url: str | None = None
+    hub: Proc | None = None
+    agents: dict[str, Proc] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "logs").mkdir(exist_ok=True)
+        self.api_port = self.api_port or free_port()
+        self.agent_port = self.agent_port or free_port()
+        self.health_port = self.health_port or free_port()
+
+    @property
+    def url(self) -> str:
+        """The hub's REST URL."""
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def client(self) -> Client:
+        """An SDK client for this hub."""
+        return Client(self.url)
+
+    def _spawn(self, name: str, argv: list[str]) -> Proc:
+        log = self.home / "logs" / f"{name}.log"
+        out = log.open("ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 stdin=subprocess.DEVNULL)
+        out.close()
+        return Proc(name, popen, log)
+
+    def start_hub(self, timeout: float = 30.0) -> Proc:
+        """Start ``fuyao-hub serve`` and wait until its API answers."""
+        argv = [*_command("fuyao-hub", "hub.cli"), "serve", "--home", str(self.home / "hub"),
+                "--api-port", str(self.api_port), "--agent-port", str(self.agent_port),
+                "--health-port", str(self.health_port), *self.hub_args]
+        if self.db_url:
+            argv += ["--db", self.db_url]
+        self.hub = self._spawn("hub", argv)
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while True:
+                try:
+                    client.health()
+                    return self.hub
+                except Transient:
+                    if not self.hub.alive() or time.monotonic() > deadline:
+                        raise RuntimeError("hub did not start:\n" + self.hub.tail()) from None
+                    time.sleep(0.1)
+
+    def stop_hub(self, *, kill: bool = False) -> None:
+        """Stop the hub (SIGKILL with ``kill``: a crash)."""
+        if self.hub is not None:
+            self.hub.stop(kill=kill)
+
+    def join(self, name: str, *, labels: dict[str, str] | None = None, weight: int = 1,
+             headroom: float = 0.10) -> Path:
+        """Join a cluster; returns the token file (mode 0600) the agent will read."""
+        with self.client() as client:
+            resp = client.join_cluster(name, labels=labels, weight=weight, headroom=headroom)
+        token_file = self.home / f"{name}.token"
+        token_file.write_text(resp.token + "\n")
+        token_file.chmod(0o600)
+        return token_file
+
+    def start_agent(self, name: str, fleet: Path, *, token_file: Path | None = None,
+                    extra: list[str] | None = None) -> Proc:
+        """Start a simulated member agent for an already joined cluster."""
+        token_file = token_file or self.home / f"{name}.token"
+        argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
+                f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
+                str(token_file), "--state-dir", str(self.home / f"agent-{name}"),
+                "--backend", "sim", "--fleet", str(fleet), *self.agent_args, *(extra or [])]
+        proc = self._spawn(f"agent-{name}", argv)
+        self.agents[name] = proc
+        return proc
+
+    def join_and_start(self, name: str, fleet: Path, **join: object) -> Proc:
+        """Join a cluster and start its agent: the whole join flow."""
+        self.join(name, **join)  # type: ignore[arg-type]
+        return self.start_agent(name, fleet)
+
+    def wait_ready(self, names: list[str], timeout: float = 30.0) -> None:
+        """Wait until every named cluster is Ready."""
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while True:
+                states = {c.name: c.state.value for c in client.list_clusters()}
+                if all(states.get(n) == "Ready" for n in names):
+                    return
+                for n in names:
+                    agent = self.agents.get(n)
+                    if agent is not None and not agent.alive():
+                        raise RuntimeError(f"agent {n} exited:\n{agent.tail()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"clusters not Ready after {timeout}s: {states}")
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        """Stop every agent, then the hub."""
+        for proc in self.agents.values():
+            proc.stop()
+        self.stop_hub()
+
+    def __enter__(self) -> LocalStack:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a stack's home directory."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["FuyaoError", "LocalStack", "Proc", "free_port", "port_free", "remove_tree"]

@@ -1,0 +1,344 @@
+"""All of fuyaoctl's presentation: rich tables for people, JSON and YAML for scripts.
+
+Called only by ``cli.py``, one method per kind of answer. JSON and YAML print exactly the
+models' ``model_dump(mode="json")`` (a list for list commands). Tables are plain columns with
+no borders, no colour when stdout is not a terminal and wide enough never to wrap in a pipe;
+every cell is literal text (a hub message is never read as rich markup).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import click
+import yaml
+from pydantic import BaseModel
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from fuyao.spec import CapacityRow, ClusterView, JoinResponse, TaskState, TaskView
+
+FORMATS: Final = ("table", "json", "yaml")
+PIPE_WIDTH: Final = 200
+NONE: Final = "-"
+_TRAILING_BLANKS: Final = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")  # padding after the last cell
+
+
+def error(message: str) -> None:
+    """The one way an error reaches the user: ``error: <message>`` on stderr."""
+    click.echo(f"error: {message}", err=True)
+
+
+class Renderer:
+    """Prints hub answers in one output format (``table``, ``json`` or ``yaml``)."""
+
+    def __init__(self, output: str = "table") -> None:
+        if output not in FORMATS:
+            raise ValueError(f"output format {output!r} is not one of {FORMATS}")
+        self.output = output
+
+    # -- clusters ----------------------------------------------------------------------------
+
+    def joined(self, answer: JoinResponse) -> None:
+        """``cluster join``: the one-time token and the agent command."""
+        if self._dumped(answer):
+            return
+        lines = [
+            f"Cluster {answer.cluster} is registered and waits for its agent.",
+            f"The join token below is shown only once; it expires {_when(answer.expires_at)}.",
+            "", f"Token: {answer.token}", "",
+        ]
+        token_file = _token_file(answer.agent_command)
+        if token_file:
+            lines += ["Save it where the agent will read it:", "",
+                      f"  (umask 077; echo {answer.token} > {token_file})", ""]
+        lines += ["Run this where the agent can reach the hub (in or next to the member "
+                  "cluster):", "", f"  {answer.agent_command}"]
+        self._print("\n".join(lines))
+
+    def clusters(self, views: Sequence[ClusterView]) -> None:
+        """``cluster list``."""
+        if self._dumped(views):
+            return
+        table = _table("NAME", "STATE", "WEIGHT", "HEADROOM", "NODES", "GPUS", "TASKS",
+                       "HEARTBEAT", "LABELS")
+        for view in views:
+            table.add_row(*_cells(
+                view.name, view.state, view.weight, f"{view.headroom:.0%}", view.nodes,
+                _gpus(view.gpus), view.tasks, _ago(view.last_heartbeat), _pairs(view.labels),
+            ))
+        self._print(table if views else "No clusters. Add one with: fuyaoctl cluster join NAME")
+
+    def cluster(self, view: ClusterView) -> None:
+        """``cluster describe``."""
+        if self._dumped(view):
+            return
+        self._print(_fields({
+            "Name": view.name,
+            "State": view.state,
+            "Cordoned": "yes" if view.cordoned else "no",
+            "Weight": view.weight,
+            "Headroom": f"{view.headroom:.0%} kept free for failover",
+            "Labels": _pairs(view.labels),
+            "Backend": view.backend,
+            "Nodes": view.nodes,
+            "GPUs": _gpus(view.gpus),
+            "Tasks": f"{view.tasks} placed or running",
+            "Last heartbeat": _when(view.last_heartbeat),
+            "Joined": _when(view.joined_at),
+        }))
+
+    def cluster_changed(self, view: ClusterView, verb: str) -> None:
+        """``cluster cordon`` / ``uncordon``."""
+        if not self._dumped(view):
+            self._print(f"cluster {view.name} {verb} (state {view.state})")
+
+    def cluster_removed(self, answer: Mapping[str, Any]) -> None:
+        """``cluster remove``: how many tasks went back to the queue."""
+        if not self._dumped(dict(answer)):
+            count = answer.get("requeued", 0)
+            self._print(f"cluster {answer.get('removed')} removed; "
+                        f"{count} task{'' if count == 1 else 's'} sent back to the queue")
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def submitted(self, views: Sequence[TaskView], batch: bool) -> None:
+        """``task submit``: one object for one task, an array for a batch."""
+        if self._dumped(list(views) if batch else views[0]):
+            return
+        if not batch:
+            self._print(f"task {views[0].name} submitted ({views[0].state})")
+            return
+        table = _table("NAME", "STATE", "QUEUE")
+        for view in views:
+            table.add_row(*_cells(view.name, view.state, view.queue))
+        self._print(f"{len(views)} tasks submitted:", table)
+
+    def tasks(self, views: Sequence[TaskView]) -> None:
+        """``task list``."""
+        if self._dumped(views):
+            return
+        table = _table("NAME", "STATE", "CLUSTER", "NODE", "GPU", "REPLICAS", "QUEUE", "AGE",
+                       "MESSAGE")
+        table.columns[-1].max_width = 80
+        for view in views:
+            table.add_row(*_cells(
+                view.name, view.state, view.cluster, view.node, _gpu_request(view),
+                view.spec.replicas, view.queue, _ago(view.created_at, suffix=""), view.message,
+            ))
+        self._print(table if views else "No tasks.")
+
+    def task(self, view: TaskView) -> None:
+        """``task describe``: spec, state, placement scores, rejection reasons, events."""
+        if self._dumped(view):
+            return
+        spec = view.spec
+        requests = f"cpu {spec.cpu}, memory {spec.memory}, gpu {_gpu_request(view) or 0}"
+        if spec.gpu_memory is not None:
+            requests += f" with {spec.gpu_memory} each"
+        parts: list[Any] = [_fields({
+            "Name": view.name, "ID": view.id, "State": view.state, "Message": view.message,
+            "Cluster": view.cluster, "Node": view.node, "Generation": view.generation,
+            "Queue": view.queue, "Priority": view.priority,
+            "Created": _when(view.created_at), "Updated": _when(view.updated_at),
+            "Image": spec.image, "Command": " ".join(spec.command),
+            "Requests": f"{requests} (per replica) x {spec.replicas}",
+            "Selector": spec.effective_selector(), "Duration": spec.duration,
+            "Labels": _pairs(spec.labels),
+        })]
+        if view.state is TaskState.QUEUED:
+            parts += ["", "Why not placed:", _indent(_reasons(view.reasons))]
+        if view.scores:
+            parts += ["", "Placement scores (last cycle):", _indent(_scores(view))]
+        parts += ["", "Events:", _indent(_events(view) if view.events else "(none)")]
+        self._print(*parts)
+
+    def task_changed(self, view: TaskView) -> None:
+        """``task cancel`` / ``task wait``: the task's state now."""
+        if self._dumped(view):
+            return
+        where = f" on {view.cluster}" if view.cluster else ""
+        where += f" (node {view.node})" if view.node else ""
+        message = f": {view.message}" if view.message else ""
+        self._print(f"task {view.name} is {view.state}{where}{message}")
+
+    # -- fleet -------------------------------------------------------------------------------
+
+    def capacity(self, rows: Sequence[CapacityRow]) -> None:
+        """``capacity``: per cluster and model, devices / CPU / memory total-alloc-rsvd-free."""
+        if self._dumped(rows):
+            return
+        if not rows:
+            self._print("No capacity reported yet (no cluster has an agent connected).")
+            return
+        table = _table("CLUSTER", "MODEL", "NODES", "DEV", "DEV-ALLOC", "DEV-RSVD", "DEV-FREE",
+                       "CPU", "CPU-ALLOC", "CPU-RSVD", "CPU-FREE",
+                       "MEM-GIB", "MEM-ALLOC", "MEM-RSVD", "MEM-FREE")
+        for row in rows:
+            table.add_row(*_cells(
+                row.cluster, row.model, row.nodes,
+                *map(_num, (row.devices_total, row.devices_allocated, row.devices_reserved,
+                            row.devices_free, row.cpu_total, row.cpu_allocated,
+                            row.cpu_reserved, row.cpu_free, row.memory_total_gib,
+                            row.memory_allocated_gib, row.memory_reserved_gib,
+                            row.memory_free_gib)),
+            ))
+        self._print(table, "RSVD is the headroom kept free for failover; "
+                           "FREE = total - allocated - reserved. CPU in cores, memory in GiB.")
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _dumped(self, data: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> bool:
+        """Print ``data`` as JSON / YAML and return True; False in table mode."""
+        if self.output == "table":
+            return False
+        plain = _plain(data)
+        if self.output == "json":
+            click.echo(json.dumps(plain, indent=2))
+        else:
+            click.echo(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True), nl=False)
+        return True
+
+    @staticmethod
+    def _print(*renderables: Any) -> None:
+        console = Console(highlight=False, markup=False, emoji=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, markup=False, emoji=False,
+                              width=max(console.width, PIPE_WIDTH))
+        with console.capture() as captured:
+            console.print(*renderables, sep="\n")
+        lines = (_TRAILING_BLANKS.sub(r"\1", line) for line in captured.get().splitlines())
+        click.echo("\n".join(lines), color=console.is_terminal)
+
+
+def _plain(data: Any) -> Any:
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, list | tuple):
+        return [_plain(item) for item in data]
+    return data
+
+
+def _indent(renderable: Any) -> Padding:
+    return Padding(renderable, (0, 0, 0, 2))
+
+
+def _table(*headers: str) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    return table
+
+
+def _cells(*values: Any) -> list[Text]:
+    return [Text(NONE if value is None or value == "" else str(value)) for value in values]
+
+
+def _fields(rows: Mapping[str, Any]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for key, value in rows.items():
+        grid.add_row(*_cells(f"{key}:", value))
+    return grid
+
+
+def _reasons(reasons: Mapping[str, str]) -> Table | str:
+    if not reasons:
+        return "(no placement attempt yet)"
+    table = _table("CLUSTER", "REASON")
+    for cluster, reason in sorted(reasons.items()):
+        table.add_row(*_cells(cluster, reason))
+    return table
+
+
+def _scores(view: TaskView) -> Table:
+    table = _table("CLUSTER", "FEASIBLE", "SCORE", "PLUGINS", "REASON")
+    ranked = sorted(view.scores, key=lambda s: (not s.feasible, -(s.score or 0), s.cluster))
+    for score in ranked:
+        plugins = " ".join(f"{name}={_num(value)}" for name, value in score.plugin_scores.items())
+        table.add_row(*_cells(score.cluster, "yes" if score.feasible else "no",
+                              None if score.score is None else _num(score.score), plugins,
+                              score.reason))
+    return table
+
+
+def _events(view: TaskView) -> Table:
+    table = _table("TIME", "KIND", "CLUSTER", "GEN", "MESSAGE")
+    for event in view.events:
+        table.add_row(*_cells(_clock(event.at), event.kind, event.cluster, event.generation,
+                              event.message))
+    return table
+
+
+def _token_file(command: str) -> str | None:
+    """The file an agent command reads its token from (``--token-file F``), if any."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for index, word in enumerate(words):
+        if word.startswith("--token-file="):
+            return word.partition("=")[2]
+        if word == "--token-file" and index + 1 < len(words):
+            return words[index + 1]
+    return None
+
+
+def _gpu_request(view: TaskView) -> str:
+    gpu, model = view.spec.gpu, view.spec.gpu_model
+    if gpu in (0, "0", 0.0):
+        return ""
+    return f"{gpu} {model}" if model else str(gpu)
+
+
+def _gpus(per_model: Mapping[str, int]) -> str:
+    return ", ".join(f"{count}x{model}" for model, count in sorted(per_model.items()))
+
+
+def _pairs(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def _num(value: float) -> str:
+    if abs(value - round(value)) < 1e-9:
+        return str(round(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _ago(moment: datetime | None, suffix: str = " ago") -> str | None:
+    if moment is None:
+        return None
+    return _duration((datetime.now(UTC) - _utc(moment)).total_seconds()) + suffix
+
+
+def _when(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    stamp = _utc(moment).strftime("%Y-%m-%d %H:%M:%S UTC")
+    ahead = (_utc(moment) - datetime.now(UTC)).total_seconds()
+    return f"{stamp} (in {_duration(ahead)})" if ahead > 0 else f"{stamp} ({_ago(moment)})"
+
+
+def _duration(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
+
+
+def _clock(moment: datetime) -> str:
+    return _utc(moment).strftime("%m-%d %H:%M:%S")
+
