@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fuyao.errors import FuyaoError
 from fuyao.quantity import (
     parse_cpu_milli,
     parse_duration,
@@ -36,6 +38,16 @@ def check_name(value: str, what: str = "name") -> str:
             f"{what} {value!r} must be 1-63 lowercase letters, digits or '-', "
             "starting and ending with a letter or digit"
         )
+    return value
+
+
+def _checked(parse: Callable[[Any], object], value: Any, what: str) -> Any:
+    """Run a quantity parser for its check only (pydantic names the field in the error)."""
+    try:
+        parse(value)
+    except FuyaoError as exc:
+        message = exc.message.split(": ", 1)[-1] if ": " in exc.message else exc.message
+        raise ValueError(message) from exc
     return value
 
 
@@ -128,20 +140,46 @@ class TaskSpec(BaseModel):
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         return check_labels(value)
 
-    @model_validator(mode="after")
-    def _parse_everything(self) -> TaskSpec:
-        # Each parser raises InvalidInput; pydantic turns it into a ValidationError naming it.
-        try:
-            self.requests()
-            if self.duration is not None:
-                parse_duration(self.duration)
-            from fuyao.selector import parse_selector
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, value: Quantity) -> Quantity:
+        return _checked(parse_cpu_milli, value, "cpu")
 
-            parse_selector(self.effective_selector())
-        except Exception as exc:
-            raise ValueError(str(exc)) from exc
-        if not self.image.strip():
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: Quantity) -> Quantity:
+        return _checked(parse_memory_mib, value, "memory")
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, value: Quantity) -> Quantity:
+        return _checked(parse_gpu_milli, value, "gpu")
+
+    @field_validator("gpu_memory")
+    @classmethod
+    def _gpu_memory(cls, value: Quantity | None) -> Quantity | None:
+        return None if value is None else _checked(parse_memory_mib, value, "gpu_memory")
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: Quantity | None) -> Quantity | None:
+        return None if value is None else _checked(parse_duration, value, "duration")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not value.strip():
             raise ValueError("image must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _selector(self) -> TaskSpec:
+        from fuyao.selector import parse_selector
+
+        try:
+            parse_selector(self.effective_selector())
+        except FuyaoError as exc:
+            raise ValueError(exc.message) from exc
         return self
 
     def requests(self) -> TaskRequests:

@@ -26,7 +26,8 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     details = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
-        details.append({"field": loc, "message": str(err.get("msg", ""))})
+        message = str(err.get("msg", "")).removeprefix("Value error, ")
+        details.append({"field": loc, "message": message})
     return details
 
 
