@@ -40,10 +40,11 @@ class HubHarness:
     grpc_server: grpc.aio.Server
 
 
-async def start_harness(home: Path, timings: Timings = FAST) -> HubHarness:
-    """Start a hub, its REST app and its gRPC agent channel."""
+async def start_harness(home: Path, timings: Timings = FAST,
+                        db_url: str | None = None) -> HubHarness:
+    """Start a hub (SQLite in ``home`` unless ``db_url``), its REST app and agent channel."""
     port = free_port()
-    hub = Hub(HubConfig(home=home, agent_port=port, timings=timings))
+    hub = Hub(HubConfig(home=home, db_url=db_url, agent_port=port, timings=timings))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
     server = grpc.aio.server()

@@ -17,19 +17,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from hub.store import Store
-from tests.support.postgres import create_database, drop_database, fresh_database, start_postgres
+from tests.support.postgres import create_database, drop_database, fresh_database
 
 BACKENDS = ["sqlite", "postgres"]
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """URL of a PostgreSQL database for tests: ``FUYAO_TEST_PG_URL`` or a throwaway server."""
-    server = start_postgres()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
