@@ -1,0 +1,12 @@
+"""The ``kube`` backend: a Kubernetes member cluster through the official ``kubernetes`` client.
+
+``backend`` (list+watch, pods per task copy), ``convert`` (V1Node -> NodeInfo, pods -> phase),
+``manifest`` (Pod manifests, node affinity from selectors). Tested against an in-process
+stand-in of the Kubernetes API (``tests/agent/kubestandin.py``), not a real API server.
+"""
+
+from __future__ import annotations
+
+from member_agent.backends.kube.backend import KubeBackend
+
+__all__ = ["KubeBackend"]

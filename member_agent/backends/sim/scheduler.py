@@ -1,0 +1,248 @@
+"""The sim member's node scheduler: binds every replica of a task to a node, or none.
+
+Called by ``member_agent.backends.sim.backend``. Modelled on kube-scheduler: filter nodes
+(cordon, node selector, pod slots, cpu, memory, GPU devices), score the survivors, pick the
+best with a deterministic tie-break by node name. ``best-fit`` scores like kube's
+``MostAllocated`` (the node left fullest wins, which packs); ``spread`` like
+``LeastAllocated``. Accounting is per GPU device, so ``DeviceInfo.free_milli`` stays truthful:
+a whole-card request takes cards with ``free_milli == 1000``; a share (< 1000 milli) takes
+part of one card, best-fit choosing the fullest card it still fits on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from fuyao.errors import FuyaoError
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
+from fuyao.spec import TaskRequests
+
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_SELECTOR = "node(s) didn't match node selector"
+REASON_PODS = "Too many pods"
+REASON_CPU = "Insufficient cpu"
+REASON_MEMORY = "Insufficient memory"
+REASON_GPU = "Insufficient nvidia.com/gpu"
+REASON_GPU_MEMORY = "node(s) had no GPU with enough memory"
+WHOLE = 1000
+
+
+class Policy(StrEnum):
+    """How to score nodes that fit."""
+
+    BEST_FIT = "best-fit"
+    SPREAD = "spread"
+
+
+class NodeMatcher(Protocol):
+    """A parsed node selector (``fuyao.selector.Selector`` satisfies it)."""
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True if a node with these labels is eligible."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One replica bound to a node: what it takes there."""
+
+    node: str
+    cpu_milli: int
+    memory_mib: int
+    devices: tuple[tuple[str, int], ...] = ()  # (device id, milli)
+
+
+@dataclass(frozen=True, slots=True)
+class Unfit:
+    """No placement: why, as a kube-style reason histogram."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class _Device:
+    id: str
+    model: str
+    memory_mib: int
+    free_milli: int = WHOLE
+
+    def info(self) -> DeviceInfo:
+        return DeviceInfo(
+            id=self.id,
+            model=self.model,
+            memory_mib=self.memory_mib,
+            free_milli=self.free_milli,
+            free_memory_mib=self.memory_mib * self.free_milli // WHOLE,
+        )
+
+
+@dataclass(slots=True)
+class _Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: ResourceAmounts
+    unschedulable: bool
+    devices: list[_Device]
+    used: ResourceAmounts = field(default_factory=ResourceAmounts)
+
+    @property
+    def free(self) -> ResourceAmounts:
+        return ResourceAmounts(
+            cpu_milli=self.allocatable.cpu_milli - self.used.cpu_milli,
+            memory_mib=self.allocatable.memory_mib - self.used.memory_mib,
+            pods=self.allocatable.pods - self.used.pods,
+        )
+
+    def info(self) -> NodeInfo:
+        return NodeInfo(
+            name=self.name,
+            labels=dict(self.labels),
+            allocatable=self.allocatable,
+            free=self.free,
+            devices=tuple(d.info() for d in self.devices),
+            unschedulable=self.unschedulable,
+        )
+
+
+class LocalScheduler:
+    """Node state of one simulated member and the bind / release operations on it."""
+
+    def __init__(self, nodes: Iterable[NodeInfo], policy: Policy = Policy.BEST_FIT) -> None:
+        self.policy = policy
+        self._nodes: dict[str, _Node] = {}
+        for node in nodes:
+            self._nodes[node.name] = _Node(
+                name=node.name,
+                labels=dict(node.labels),
+                allocatable=node.allocatable,
+                unschedulable=node.unschedulable,
+                devices=[_Device(d.id, d.model, d.memory_mib, d.free_milli) for d in node.devices],
+                used=ResourceAmounts(
+                    cpu_milli=node.allocatable.cpu_milli - node.free.cpu_milli,
+                    memory_mib=node.allocatable.memory_mib - node.free.memory_mib,
+                    pods=node.allocatable.pods - node.free.pods,
+                ),
+            )
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node as it stands, sorted by name."""
+        return [self._nodes[name].info() for name in sorted(self._nodes)]
+
+    def node(self, name: str) -> NodeInfo:
+        """One node as it stands."""
+        return self._nodes[name].info()
+
+    def schedule(self, req: TaskRequests, selector: NodeMatcher) -> tuple[Binding, ...] | Unfit:
+        """Bind all ``req.replicas`` replicas (gang) and return the bindings, or bind none."""
+        bound: list[Binding] = []
+        for replica in range(req.replicas):
+            outcome = self._bind_one(req, selector)
+            if isinstance(outcome, Unfit):
+                self.release(bound)
+                if req.replicas > 1:
+                    return Unfit(f"replica {replica + 1}/{req.replicas}: {outcome.reason}")
+                return outcome
+            bound.append(outcome)
+        return tuple(bound)
+
+    def release(self, bindings: Iterable[Binding]) -> None:
+        """Give back what the bindings took (idempotence is the caller's job)."""
+        for binding in bindings:
+            node = self._nodes[binding.node]
+            node.used = ResourceAmounts(
+                cpu_milli=node.used.cpu_milli - binding.cpu_milli,
+                memory_mib=node.used.memory_mib - binding.memory_mib,
+                pods=node.used.pods - 1,
+            )
+            by_id = {d.id: d for d in node.devices}
+            for device_id, milli in binding.devices:
+                by_id[device_id].free_milli += milli
+
+    def _bind_one(self, req: TaskRequests, selector: NodeMatcher) -> Binding | Unfit:
+        reasons: Counter[str] = Counter()
+        candidates: list[tuple[float, str, tuple[tuple[str, int], ...]]] = []
+        for node in self._nodes.values():
+            verdict = self._filter(node, req, selector)
+            if isinstance(verdict, str):
+                reasons[verdict] += 1
+            else:
+                candidates.append((-self._score(node, req), node.name, verdict))
+        if not candidates:
+            parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=_by_count))
+            return Unfit(f"0/{len(self._nodes)} nodes are available: {parts}.")
+        _, name, devices = min(candidates)
+        node = self._nodes[name]
+        node.used = ResourceAmounts(
+            cpu_milli=node.used.cpu_milli + req.cpu_milli,
+            memory_mib=node.used.memory_mib + req.memory_mib,
+            pods=node.used.pods + 1,
+        )
+        by_id = {d.id: d for d in node.devices}
+        for device_id, milli in devices:
+            by_id[device_id].free_milli -= milli
+        return Binding(name, req.cpu_milli, req.memory_mib, devices)
+
+    def _filter(
+        self, node: _Node, req: TaskRequests, selector: NodeMatcher
+    ) -> str | tuple[tuple[str, int], ...]:
+        """A rejection reason, or the devices the replica would take on this node."""
+        if node.unschedulable:
+            return REASON_UNSCHEDULABLE
+        try:
+            if not selector.matches(node.labels):
+                return REASON_SELECTOR
+        except FuyaoError as exc:
+            return f"node(s) had labels the selector cannot compare ({exc.message})"
+        free = node.free
+        if free.pods < 1:
+            return REASON_PODS
+        if free.cpu_milli < req.cpu_milli:
+            return REASON_CPU
+        if free.memory_mib < req.memory_mib:
+            return REASON_MEMORY
+        return self._pick_devices(node, req)
+
+    def _pick_devices(self, node: _Node, req: TaskRequests) -> str | tuple[tuple[str, int], ...]:
+        if req.gpu_milli == 0:
+            return ()
+        big_enough = [d for d in node.devices if d.memory_mib >= req.gpu_memory_mib]
+        if node.devices and not big_enough:
+            return REASON_GPU_MEMORY
+        if req.gpu_milli < WHOLE:
+            fits = [d for d in big_enough if d.free_milli >= req.gpu_milli]
+            if not fits:
+                return REASON_GPU
+            if self.policy is Policy.BEST_FIT:
+                chosen = min(fits, key=lambda d: (d.free_milli, d.id))
+            else:
+                chosen = min(fits, key=lambda d: (-d.free_milli, d.id))
+            return ((chosen.id, req.gpu_milli),)
+        whole = sorted((d for d in big_enough if d.free_milli == WHOLE), key=lambda d: d.id)
+        wanted = req.gpu_milli // WHOLE
+        if len(whole) < wanted:
+            return REASON_GPU
+        return tuple((d.id, WHOLE) for d in whole[:wanted])
+
+    def _score(self, node: _Node, req: TaskRequests) -> float:
+        """Fraction of the node in use after placing the replica (mean over resources)."""
+        alloc = node.allocatable
+        fractions = [
+            (node.used.cpu_milli + req.cpu_milli) / alloc.cpu_milli if alloc.cpu_milli else 1.0,
+            (node.used.memory_mib + req.memory_mib) / alloc.memory_mib
+            if alloc.memory_mib
+            else 1.0,
+        ]
+        if node.devices:
+            taken = sum(WHOLE - d.free_milli for d in node.devices) + req.gpu_milli
+            fractions.append(taken / (WHOLE * len(node.devices)))
+        used = sum(fractions) / len(fractions)
+        return used if self.policy is Policy.BEST_FIT else 1.0 - used
+
+
+def _by_count(item: tuple[str, int]) -> tuple[int, str]:
+    reason, count = item
+    return (-count, reason)

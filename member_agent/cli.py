@@ -1,0 +1,152 @@
+"""``fuyao-agent``: the member agent's command line (console script ``member_agent.cli:main``).
+
+Thin: parse flags, build the backend and the ``Agent``, run it until SIGTERM/SIGINT, and
+turn errors into a message and an exit code (bad input 2, refused by the hub or other
+errors 1, clean shutdown 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from fuyao.errors import FuyaoError, InvalidInput
+from fuyao.spec import check_labels, check_name
+from member_agent.backends.base import Backend
+from member_agent.backends.sim.scheduler import Policy
+from member_agent.connection import Agent, AgentConfig
+from member_agent.state import default_state_dir
+
+log = logging.getLogger("member_agent")
+
+
+def build_backend(
+    backend: str,
+    *,
+    fleet: str | None,
+    time_scale: float,
+    policy: Policy,
+    kubeconfig: Path | None,
+    namespace: str,
+    label_nodes: bool = True,
+) -> Backend:
+    """The chosen backend, its inputs validated (raises ``InvalidInput``)."""
+    if backend == "sim":
+        from member_agent.backends.sim.backend import SimBackend
+        from member_agent.backends.sim.fleet import load_fleet
+
+        if not fleet:
+            raise InvalidInput("--backend sim needs --fleet FILE.yaml or FILE.csv[:START:COUNT]")
+        if time_scale <= 0:
+            raise InvalidInput(f"--time-scale {time_scale} must be positive")
+        return SimBackend(load_fleet(fleet), time_scale=time_scale, policy=policy)
+    from member_agent.backends.kube import KubeBackend
+
+    return KubeBackend.from_kubeconfig(kubeconfig, namespace=namespace, label_nodes=label_nodes)
+
+
+def _labels(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise InvalidInput(f"--cluster-label {pair!r} must be KEY=VALUE")
+        labels[key.strip()] = value.strip()
+    try:
+        check_labels(labels)
+    except ValueError as exc:
+        raise InvalidInput(f"--cluster-label: {exc}") from exc
+    return tuple(sorted(labels.items()))
+
+
+async def _run_until_signalled(agent: Agent) -> None:
+    task = asyncio.create_task(agent.run(), name="agent")
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    log.info("agent stopped")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--hub", required=True, help="Hub agent endpoint HOST:PORT (gRPC, default :8849).")
+@click.option("--cluster", required=True, help="This member's cluster name, as joined.")
+@click.option("--token-file", type=click.Path(path_type=Path), help="Join token to register with.")
+@click.option("--backend", type=click.Choice(["sim", "kube"]), required=True)
+@click.option("--fleet", help="sim: fleet YAML, or a trace node list FILE.csv[:START[:COUNT]].")
+@click.option("--state-dir", type=click.Path(path_type=Path), help="Where the credential is kept.")
+@click.option("--kubeconfig", type=click.Path(path_type=Path), help="kube: kubeconfig file.")
+@click.option("--namespace", default="fuyao-tasks", show_default=True, help="kube: pod namespace.")
+@click.option("--label-nodes/--no-label-nodes", default=True, show_default=True,
+              help="kube: write the derived fuyao.io/* labels onto the nodes.")
+@click.option("--heartbeat-interval", type=float, default=2.0, show_default=True)
+@click.option("--time-scale", type=float, default=1.0, show_default=True,
+              help="sim: multiply task durations by this (0.01 = 100x faster).")
+@click.option("--sim-policy", type=click.Choice([p.value for p in Policy]),
+              default=Policy.BEST_FIT.value, show_default=True, help="sim: node scoring.")
+@click.option("--ca-cert", type=click.Path(path_type=Path), help="Hub CA cert (enables TLS).")
+@click.option("--cluster-label", "cluster_labels", multiple=True, help="KEY=VALUE sent in Hello.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def command(
+    hub: str,
+    cluster: str,
+    token_file: Path | None,
+    backend: str,
+    fleet: str | None,
+    state_dir: Path | None,
+    kubeconfig: Path | None,
+    namespace: str,
+    label_nodes: bool,
+    heartbeat_interval: float,
+    time_scale: float,
+    sim_policy: str,
+    ca_cert: Path | None,
+    cluster_labels: tuple[str, ...],
+    log_level: str,
+) -> None:
+    """Report this member cluster to a Fuyao hub and run the tasks it places here."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        try:
+            check_name(cluster, "cluster name")
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from exc
+        if heartbeat_interval <= 0:
+            raise InvalidInput(f"--heartbeat-interval {heartbeat_interval} must be positive")
+        config = AgentConfig(
+            hub=hub,
+            cluster=cluster,
+            state_dir=state_dir or default_state_dir(cluster, token_file),
+            token_file=token_file,
+            heartbeat_interval=heartbeat_interval,
+            ca_cert=ca_cert,
+            cluster_labels=_labels(cluster_labels),
+        )
+        chosen = build_backend(
+            backend,
+            fleet=fleet,
+            time_scale=time_scale,
+            policy=Policy(sim_policy),
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            label_nodes=label_nodes,
+        )
+        asyncio.run(_run_until_signalled(Agent(config, chosen)))
+    except FuyaoError as exc:
+        click.echo(f"fuyao-agent: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    command()

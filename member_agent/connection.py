@@ -1,0 +1,325 @@
+"""The agent's side of the hub channel: register, stream, reconnect.
+
+``Agent.run`` is called by ``member_agent.cli``. It registers once (join token -> cluster
+credential, saved in the state directory), then keeps one ``Connect`` stream open,
+authenticated by ``authorization: Bearer <credential>`` metadata. On every (re)connect it
+sends ``Hello`` and a full ``Inventory``; then it forwards the backend's events in order
+(``InventoryDelta`` with seq = previous + 1, ``TaskReport``), a ``Heartbeat`` every interval,
+and turns hub commands into backend calls. A ``ResyncRequest`` gets a fresh full inventory.
+
+Transient failures (hub down, stream lost) are retried with exponential backoff and jitter
+(tenacity, unbounded); a session that stayed up for a while resets the backoff. The hub
+refusing the token or the credential raises ``Unauthenticated`` / ``Conflict``: the CLI exits
+non-zero instead of looping. Cancelling the task running ``Agent.run`` shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_never,
+    wait_exponential_jitter,
+)
+
+import member_agent
+from fuyao.errors import (
+    Conflict,
+    FuyaoError,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Transient,
+    Unauthenticated,
+)
+from fuyao.inventory import node_to_proto
+from fuyao.wire.v1 import agent_pb2 as pb
+from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from member_agent.backends.base import Backend, BackendEvent, NodesChanged, TaskChanged, now_ms
+from member_agent.state import CredentialStore, read_token
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TRANSIENT_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    }
+)
+_FATAL: dict[grpc.StatusCode, type[FuyaoError]] = {
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.ALREADY_EXISTS: Conflict,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
+}
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """Everything the connection needs besides the backend."""
+
+    hub: str
+    cluster: str
+    state_dir: Path
+    token_file: Path | None = None
+    heartbeat_interval: float = 2.0
+    ca_cert: Path | None = None
+    cluster_labels: tuple[tuple[str, str], ...] = ()
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    healthy_after: float = 10.0
+
+
+class _Marker:
+    """A control item in the outbox (heartbeat tick, resync request)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_BEAT = _Marker("heartbeat")
+_RESYNC = _Marker("resync")
+_Outbound = BackendEvent | _Marker
+
+
+def rpc_error(exc: grpc.aio.AioRpcError, doing: str) -> FuyaoError:
+    """Our error for a gRPC failure: transient codes -> ``Transient``, others by kind."""
+    code, details = exc.code(), exc.details() or ""
+    message = f"{doing}: {code.name}: {details}".rstrip(": ")
+    if code in TRANSIENT_CODES:
+        return Transient(message)
+    return _FATAL.get(code, FuyaoError)(message)
+
+
+class Agent:
+    """One member agent: a backend plus its connection to the hub."""
+
+    def __init__(self, config: AgentConfig, backend: Backend) -> None:
+        self.config = config
+        self.backend = backend
+        self.store = CredentialStore(config.state_dir, config.cluster)
+        self._outbox: asyncio.Queue[_Outbound] = asyncio.Queue()
+        self._live = False
+        self._seq = 0
+        self.sessions = 0
+
+    async def run(self) -> None:
+        """Register if needed, then stay connected until cancelled or refused."""
+        await self.backend.start(self._on_event)
+        try:
+            async with self._channel() as channel:
+                stub = pb_grpc.AgentChannelStub(channel)  # type: ignore[no-untyped-call]
+                credential = await self._retrying(lambda: self._register(stub))
+                while True:
+                    await self._retrying(lambda: self._session(stub, credential))
+        finally:
+            self._live = False
+            await self.backend.stop()
+
+    # --- registration ---------------------------------------------------------------
+
+    async def _register(self, stub: pb_grpc.AgentChannelStub) -> str:
+        saved = self.store.load()
+        if saved is not None:
+            return saved
+        token = read_token(self.config.token_file)
+        request = pb.RegisterRequest(
+            cluster=self.config.cluster, token=token, agent_version=member_agent.__version__
+        )
+        try:
+            response: pb.RegisterResponse = await stub.Register(request)
+        except grpc.aio.AioRpcError as exc:
+            error = rpc_error(exc, f"registering cluster {self.config.cluster!r}")
+            if isinstance(error, Unauthenticated | Conflict):
+                raise type(error)(
+                    f"{error.message} (the join token is invalid, expired or already used; "
+                    "issue a new one with `fuyaoctl cluster join`)"
+                ) from exc
+            raise error from exc
+        self.store.save(response.credential)
+        log.info("registered cluster %s; credential saved in %s", response.cluster, self.store.path)
+        return response.credential
+
+    # --- one stream -----------------------------------------------------------------
+
+    async def _session(self, stub: pb_grpc.AgentChannelStub, credential: str) -> None:
+        """One Connect stream; returns after a long healthy session, raises otherwise."""
+        metadata = (("authorization", f"Bearer {credential}"),)
+        call = stub.Connect(metadata=metadata)
+        started = time.monotonic()
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            hello = pb.Hello(
+                agent_version=member_agent.__version__,
+                backend=self.backend.name,
+                cluster_labels=self.backend.cluster_labels() | dict(self.config.cluster_labels),
+            )
+            await call.write(pb.AgentMessage(hello=hello))
+            self._live = True
+            await self._write_inventory(call)
+            self.sessions += 1
+            log.info("connected to %s as cluster %s", self.config.hub, self.config.cluster)
+            tasks = [
+                asyncio.create_task(self._read(call), name="agent-read"),
+                asyncio.create_task(self._pump(call), name="agent-pump"),
+                asyncio.create_task(self._beat(), name="agent-heartbeat"),
+            ]
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            failure = next((t.exception() for t in done if t.exception() is not None), None)
+            if failure is not None and not _is_stream_error(failure):
+                raise failure
+        except grpc.aio.AioRpcError:
+            pass  # the stream's final status, read below, says why
+        except (asyncio.InvalidStateError, grpc.aio.UsageError):
+            pass
+        finally:
+            self._live = False
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            call.cancel()
+        await self._raise_for_status(call, time.monotonic() - started)
+
+    async def _raise_for_status(self, call: Any, lasted: float) -> None:
+        code: grpc.StatusCode = await call.code()
+        details: str = await call.details() or ""
+        if code is grpc.StatusCode.UNAUTHENTICATED:
+            raise Unauthenticated(
+                f"the hub refused the credential of cluster {self.config.cluster!r} ({details}); "
+                f"the cluster may have been removed. Join it again and delete {self.store.path}"
+            )
+        if code in _FATAL:
+            raise _FATAL[code](f"hub closed the stream: {code.name}: {details}")
+        message = f"stream to {self.config.hub} lost: {code.name} {details}".strip()
+        if lasted >= self.config.healthy_after:
+            log.warning("%s; reconnecting", message)
+            return  # a fresh backoff series
+        raise Transient(message)
+
+    async def _write_inventory(self, call: Any) -> None:
+        """Drop queued events (the snapshot covers them), then send the full inventory."""
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        self._seq += 1
+        inventory = pb.Inventory(
+            seq=self._seq,
+            nodes=[node_to_proto(n) for n in self.backend.nodes()],
+            tasks=[t.to_proto() for t in self.backend.tasks()],
+        )
+        await call.write(pb.AgentMessage(inventory=inventory))
+
+    async def _pump(self, call: Any) -> None:
+        """The only writer after the inventory: events, heartbeats and resyncs in order."""
+        while True:
+            item = await self._outbox.get()
+            if item is _BEAT:
+                beat = pb.Heartbeat(sent_unix_ms=now_ms())
+                await call.write(pb.AgentMessage(heartbeat=beat))
+            elif item is _RESYNC:
+                await self._write_inventory(call)
+            elif isinstance(item, NodesChanged):
+                self._seq += 1
+                delta = pb.InventoryDelta(
+                    seq=self._seq,
+                    upserted=[node_to_proto(n) for n in item.upserted],
+                    removed=list(item.removed),
+                )
+                await call.write(pb.AgentMessage(delta=delta))
+            elif isinstance(item, TaskChanged):
+                await call.write(pb.AgentMessage(task=item.status.to_proto()))
+
+    async def _read(self, call: Any) -> None:
+        """Hub commands -> backend calls, until the hub ends the stream."""
+        while True:
+            message = await call.read()
+            if message is grpc.aio.EOF:  # type: ignore[attr-defined]
+                return
+            kind = message.WhichOneof("msg")
+            try:
+                if kind == "place":
+                    await self.backend.place(message.place)
+                elif kind == "cancel":
+                    c = message.cancel
+                    await self.backend.cancel(c.task_id, c.generation, c.reason)
+                elif kind == "resync":
+                    log.info("hub asked for a resync: %s", message.resync.reason)
+                    self._outbox.put_nowait(_RESYNC)
+            except Exception:
+                log.exception("handling %s from the hub failed", kind)
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_interval)
+            self._outbox.put_nowait(_BEAT)
+
+    def _on_event(self, event: BackendEvent) -> None:
+        """Backend sink: queue while connected; otherwise the next full inventory covers it."""
+        if self._live:
+            self._outbox.put_nowait(event)
+
+    # --- plumbing -------------------------------------------------------------------
+
+    def _channel(self) -> grpc.aio.Channel:
+        # gRPC's own reconnect backoff (up to 120 s by default) must not outlast ours.
+        options = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", int(self.config.backoff_initial * 1000)),
+            ("grpc.min_reconnect_backoff_ms", int(self.config.backoff_initial * 1000)),
+            ("grpc.max_reconnect_backoff_ms", int(self.config.backoff_max * 1000)),
+        ]
+        if self.config.ca_cert is None:
+            return grpc.aio.insecure_channel(self.config.hub, options=options)
+        try:
+            roots = self.config.ca_cert.read_bytes()
+        except OSError as exc:
+            raise InvalidInput(f"{self.config.ca_cert}: cannot read CA certificate") from exc
+        credentials = grpc.ssl_channel_credentials(root_certificates=roots)
+        return grpc.aio.secure_channel(self.config.hub, credentials, options=options)
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt`` until it succeeds or fails with a non-transient error."""
+        initial, cap = self.config.backoff_initial, self.config.backoff_max
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(Transient),
+            wait=wait_exponential_jitter(multiplier=initial, max=cap, jitter=initial),
+            stop=stop_never,
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        async for state in retrying:
+            with state:
+                return await attempt()
+        raise AssertionError("unreachable: tenacity retries forever")
+
+
+def _is_stream_error(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError | asyncio.InvalidStateError | grpc.aio.UsageError)
+
+
+def _log_retry(state: RetryCallState) -> None:
+    outcome = state.outcome
+    error = outcome.exception() if outcome is not None else None
+    delay = state.next_action.sleep if state.next_action is not None else 0.0
+    log.warning("%s; retrying in %.1fs (attempt %d)", error, delay, state.attempt_number)
