@@ -48,7 +48,7 @@ def parse_quantity(value: str | int | float, *, what: str = "quantity") -> Decim
         match = _QUANTITY.match(str(value))
         if not match or match.group(2) not in _SUFFIXES:
             raise InvalidInput(f"{what}: {value!r} is not a quantity (e.g. 500m, 4, 16Gi)")
-        mantissa, _, exponent = match.group(1).lower().partition("e")
+        exponent = match.group(1).lower().partition("e")[2]
         if len(exponent.lstrip("+-")) > _MAX_EXPONENT_DIGITS:
             raise InvalidInput(f"{what}: {value!r} is out of range")
         try:

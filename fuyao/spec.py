@@ -8,11 +8,11 @@ quantity is parsed at construction, so a bad value fails before anything is stor
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -41,7 +41,10 @@ def check_name(value: str, what: str = "name") -> str:
     return value
 
 
-def _checked(parse: Callable[[Any], object], value: Any, what: str) -> Any:
+Q = TypeVar("Q")
+
+
+def _checked(parse: Callable[[Any], object], value: Q, what: str) -> Q:
     """Run a quantity parser for its check only (pydantic names the field in the error)."""
     try:
         parse(value)

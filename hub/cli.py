@@ -38,7 +38,7 @@ def main() -> None:
 @click.option("--home", type=click.Path(path_type=Path), default=None,
               help="State directory (SQLite store). Default $FUYAO_HOME or ~/.fuyao.")
 @click.option("--db", "db_url", default=None,
-              help="Store URL, e.g. postgresql://user:pw@host:5432/fuyao. Default SQLite in --home.")
+              help="Store URL, e.g. postgresql://user:pw@host/fuyao. Default: SQLite in --home.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--api-port", type=int, default=DEFAULT_API_PORT, show_default=True)
 @click.option("--agent-port", type=int, default=DEFAULT_AGENT_PORT, show_default=True)

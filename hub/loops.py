@@ -21,7 +21,8 @@ from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.fleet import FleetView
 from hub.metrics import Metrics
-from hub.placement.scheduler import PlacementResult, Scheduler
+from hub.placement.result import PlacementResult
+from hub.placement.scheduler import Scheduler
 from hub.sessions import Sessions
 from hub.taskbook import ActiveTask, Command, TaskBook
 

@@ -16,6 +16,7 @@ from collections.abc import Generator
 
 import grpc
 import uvicorn
+from fastapi import FastAPI
 
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub.agent_service import AgentChannel
@@ -24,6 +25,9 @@ from hub.config import HubConfig
 from hub.core import Hub
 
 log = logging.getLogger(__name__)
+
+# A full inventory of a large member (thousands of nodes) is several MB; 4 MB is gRPC's default.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 class _Server(uvicorn.Server):
@@ -34,7 +38,7 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _uvicorn(app: object, host: str, port: int) -> _Server:
+def _uvicorn(app: FastAPI, host: str, port: int) -> _Server:
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             lifespan="off")
     return _Server(config)
@@ -53,11 +57,13 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     await hub.start()
 
     grpc_server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ])
-    pb_grpc.add_AgentChannelServicer_to_server(AgentChannel(hub), grpc_server)
+    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentChannel(hub), grpc_server)
     bound = grpc_server.add_insecure_port(f"{config.host}:{config.agent_port}")
     if bound == 0:
         raise OSError(f"cannot listen for agents on {config.host}:{config.agent_port}")

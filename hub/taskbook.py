@@ -26,7 +26,7 @@ from fuyao.wire.v1 import agent_pb2 as pb
 from hub.clusters import utcnow
 from hub.fleet import FleetView
 from hub.placement.framework import PlacementRequest
-from hub.placement.scheduler import PlacementResult
+from hub.placement.result import PlacementResult
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
 from hub.writer import StoreWriter
 

@@ -36,6 +36,7 @@ class StoreWriter:
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="store-reader")
         self._pending: list[_Batch] = []
         self._flushing = False
+        self._flusher: asyncio.Task[None] | None = None
         self.commits = 0      # transactions made by apply (for metrics and tests)
         self.batches = 0      # apply calls served
 
@@ -61,7 +62,7 @@ class StoreWriter:
         self._pending.append(batch)
         if not self._flushing:
             self._flushing = True
-            loop.create_task(self._flush())
+            self._flusher = loop.create_task(self._flush())
         await batch.done
 
     async def _flush(self) -> None:

@@ -19,7 +19,8 @@ async def test_join_returns_token_once_and_agent_command(harness: HubHarness) ->
     assert r.status_code == 201
     body = r.json()
     assert body["cluster"] == "east" and body["token"].startswith("fyj_")
-    assert "fuyao-agent --hub" in body["agent_command"] and "--cluster east" in body["agent_command"]
+    command = body["agent_command"]
+    assert "fuyao-agent --hub" in command and "--cluster east" in command
     listed = (await harness.api.get("/api/v1/clusters")).json()
     assert [(c["name"], c["state"], c["weight"], c["headroom"]) for c in listed] == [
         ("east", "Joining", 3, 0.1)]

@@ -1,0 +1,114 @@
+"""The demo: a hub on SQLite and three simulated member clusters, joined the real way.
+
+Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu-east``
+(H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
+join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
+example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
+``fuyaoctl cluster list``, ``task list`` and ``capacity``. ``--keep`` leaves it running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fuyaoctl.localstack import LocalStack, port_free
+
+ROOT = Path(__file__).resolve().parent
+FLEETS = ROOT / "fleets"
+TASKS = ROOT / "tasks"
+CLUSTERS = [
+    # (name, fleet file, labels given at join (they win over the agent's), weight)
+    ("gpu-east", "gpu-east.yaml", {"fuyao.io/region": "cn-east"}, 3),
+    ("gpu-west", "gpu-west.yaml", {"fuyao.io/region": "cn-west"}, 2),
+    ("edge-mixed", "edge-mixed.yaml", {"fuyao.io/region": "cn-south"}, 1),
+]
+TASK_FILES = ["train-h100.yaml", "finetune-a100.yaml", "inference-t4.yaml",
+              "notebook-share.yaml", "etl-arm.yaml", "batch.yaml", "too-big.yaml"]
+
+
+def fuyaoctl(hub: str, *args: str, capture: bool = False) -> str:
+    """Run fuyaoctl as a user would, showing the command; returns its output if captured."""
+    print(f"\n$ fuyaoctl {' '.join(args)}", flush=True)
+    script = Path(sys.executable).parent / "fuyaoctl"
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "fuyaoctl.cli"]
+    done = subprocess.run([*argv, *args], check=True, capture_output=capture, text=True,
+                          env={**os.environ, "FUYAO_HUB": hub, "COLUMNS": "160"})
+    return done.stdout if capture else ""
+
+
+def join(stack: LocalStack, name: str, labels: dict[str, str], weight: int) -> Path:
+    """``fuyaoctl cluster join`` and save the one-time token where the agent reads it."""
+    label_args = [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
+    out = fuyaoctl(stack.url, "cluster", "join", name, "--weight", str(weight), *label_args,
+                   "-o", "json", capture=True)
+    joined = json.loads(out)
+    print(f"agent command: {joined['agent_command']}", flush=True)
+    token_file = stack.home / f"{name}.token"
+    token_file.write_text(joined["token"] + "\n")
+    token_file.chmod(0o600)
+    return token_file
+
+
+def settle(stack: LocalStack, timeout: float) -> None:
+    """Wait until no task is Placed (each is Running, ended, or Queued with reasons)."""
+    deadline = time.monotonic() + timeout
+    with stack.client() as client:
+        while time.monotonic() < deadline:
+            tasks = client.list_tasks()
+            waiting = [t for t in tasks if t.state.value in ("Queued", "Placed")]
+            # Settled: everything placed has started, and what waits has its reasons.
+            if tasks and all(t.state.value == "Queued" and t.reasons for t in waiting):
+                return
+            time.sleep(0.5)
+
+
+def main() -> int:
+    """Run the demo."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--home", type=Path, default=None, help="state dir (default: temp)")
+    parser.add_argument("--keep", action="store_true", help="leave hub and agents running")
+    args = parser.parse_args()
+    home = args.home or Path(tempfile.mkdtemp(prefix="fuyao-demo-"))
+    defaults = (8848, 8849, 8851)
+    ports = defaults if all(port_free(p) for p in defaults) else (0, 0, 0)
+    stack = LocalStack(home=home, api_port=ports[0], agent_port=ports[1],
+                       health_port=ports[2])
+    print(f"Fuyao demo: state in {home}; hub REST at {stack.url}", flush=True)
+    try:
+        stack.start_hub()
+        for name, fleet, labels, weight in CLUSTERS:
+            token_file = join(stack, name, labels, weight)
+            stack.start_agent(name, FLEETS / fleet, token_file=token_file)
+            print(f"joined {name} (weight {weight}) and started its agent", flush=True)
+        stack.wait_ready([c[0] for c in CLUSTERS])
+        fuyaoctl(stack.url, "cluster", "list")
+        for task_file in TASK_FILES:
+            fuyaoctl(stack.url, "task", "submit", "-f", str(TASKS / task_file))
+        settle(stack, timeout=30)
+        fuyaoctl(stack.url, "task", "list")
+        fuyaoctl(stack.url, "task", "describe", "too-big")
+        fuyaoctl(stack.url, "capacity")
+        fuyaoctl(stack.url, "cluster", "list")
+        if args.keep:
+            print(f"\nStill running (FUYAO_HUB={stack.url}); Ctrl-C to stop.", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        print(f"demo failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stack.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
