@@ -44,7 +44,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
 
-    async def Register(  # noqa: N802 - gRPC method name
+    async def Register(
         self, request: pb.RegisterRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.RegisterResponse:
@@ -60,7 +60,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         log.info("cluster %s registered its agent", request.cluster)
         return pb.RegisterResponse(cluster=request.cluster, credential=credential)
 
-    async def Connect(  # noqa: N802 - gRPC method name
+    async def Connect(
         self, request_iterator: AsyncIterator[pb.AgentMessage],
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.HubMessage]:
