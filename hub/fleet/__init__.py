@@ -1,0 +1,28 @@
+"""The hub's in-memory fleet view: clusters, node inventories, reservations and the index.
+
+``FleetView`` (``view``) is the entry point; ``ClusterInfo`` (``cluster``) is the read-only
+per-cluster view the placement plugins and the REST API read; ``find_fit`` (``fit``) is the
+index-backed search the NodeFit plugin runs. See docs/concepts/placement.md.
+"""
+
+from hub.fleet.cluster import ClusterInfo, Matches, ModelTotals
+from hub.fleet.fit import Fit, Miss, MissKind, find_fit
+from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState
+from hub.fleet.view import PER_NODE_LABEL_KEYS, FleetView, Reservation
+
+__all__ = [
+    "NO_MODEL",
+    "PER_NODE_LABEL_KEYS",
+    "WHOLE",
+    "ClusterInfo",
+    "Fit",
+    "FleetView",
+    "Hold",
+    "Matches",
+    "Miss",
+    "MissKind",
+    "ModelTotals",
+    "NodeState",
+    "Reservation",
+    "find_fit",
+]

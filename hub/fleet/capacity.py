@@ -1,0 +1,42 @@
+"""Capacity rows: per cluster and accelerator model, what is used, reserved and free.
+
+``FleetView.capacity`` calls ``capacity_rows`` for the REST capacity view and the CLI's
+``fuyaoctl capacity``. Devices count whole cards (a share in use counts as its fraction);
+the reserve is the cluster's headroom fraction of the total, and ``free`` is what is left
+after both, never below zero. CPU is in cores and memory in GiB, as ``CapacityRow`` says.
+"""
+
+from __future__ import annotations
+
+from fuyao.spec import CapacityRow
+from hub.fleet.cluster import ClusterInfo
+from hub.fleet.nodes import WHOLE
+
+_DIGITS = 3
+
+
+def capacity_rows(cluster: ClusterInfo) -> list[CapacityRow]:
+    """One row per accelerator model of the cluster (``none`` for CPU-only nodes), by model."""
+    rows: list[CapacityRow] = []
+    totals = cluster.totals()
+    for model in sorted(totals):
+        t = totals[model]
+        devices = _split(t.devices, t.used_milli / WHOLE, cluster.headroom)
+        cpu = _split(t.cpu_total / 1000, t.cpu_used / 1000, cluster.headroom)
+        mem = _split(t.mem_total / 1024, t.mem_used / 1024, cluster.headroom)
+        rows.append(CapacityRow(
+            cluster=cluster.name, model=model, nodes=t.nodes, devices_total=t.devices,
+            devices_allocated=devices[0], devices_reserved=devices[1], devices_free=devices[2],
+            cpu_total=round(t.cpu_total / 1000, _DIGITS), cpu_allocated=cpu[0],
+            cpu_reserved=cpu[1], cpu_free=cpu[2],
+            memory_total_gib=round(t.mem_total / 1024, _DIGITS), memory_allocated_gib=mem[0],
+            memory_reserved_gib=mem[1], memory_free_gib=mem[2],
+        ))
+    return rows
+
+
+def _split(total: float, allocated: float, headroom: float) -> tuple[float, float, float]:
+    """(allocated, reserved, free) of one resource, rounded for display."""
+    reserved = headroom * total
+    free = max(0.0, total - allocated - reserved)
+    return round(allocated, _DIGITS), round(reserved, _DIGITS), round(free, _DIGITS)

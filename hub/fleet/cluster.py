@@ -1,0 +1,372 @@
+"""One member cluster in the fleet view: its settings, its node index and its aggregates.
+
+``FleetView`` owns every ``ClusterInfo`` and is the only caller of the underscored
+mutators; placement plugins and the REST API only read. The index answers "could this
+cluster host that?" without scanning all nodes:
+
+- nodes are grouped by label set (minus per-node keys such as ``kubernetes.io/hostname``),
+  so a selector is evaluated once per group, and the list of groups a selector matches is
+  cached until the cluster's group layout changes;
+- inside a group, schedulable nodes sit in buckets: by free cpu (power-of-two buckets), and
+  per device class (model, device memory) by number of wholly free cards and by the largest
+  partly free share, so a request looks only at buckets that can hold it;
+- per cluster and per model, totals and used amounts are kept as running sums (headroom,
+  capacity rows, nearest fit) and updated on every node change.
+
+Every change stamps ``version`` with a fleet-wide increasing tick; the scheduler caches a
+cluster's filter verdicts by it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fuyao.inventory import NodeInfo
+from fuyao.selector import Selector
+from fuyao.spec import ClusterState, TaskRequests
+from hub.fleet.nodes import WHOLE, ClassSlot, DeviceClass, Hold, NodeState
+
+_TICKS = itertools.count(1)
+_CPU_BUCKETS = 48
+_SHARE_BUCKETS = 10
+_MATCH_MEMO_LIMIT = 100_000
+_SELECTORS_KEPT = 1024
+
+LabelKey = frozenset[tuple[str, str]]
+MatchMemo = dict[tuple[str, LabelKey], bool]
+
+
+class ClassIndex:
+    """A group's schedulable nodes with devices of one class, bucketed by what is free."""
+
+    __slots__ = ("cls", "free_milli", "full", "partial")
+
+    def __init__(self, cls: DeviceClass) -> None:
+        self.cls = cls
+        self.full: list[dict[str, NodeState]] = []   # [n] = nodes with n wholly free cards
+        self.partial: list[dict[str, NodeState]] = [{} for _ in range(_SHARE_BUCKETS)]
+        self.free_milli = 0
+
+    def add(self, node: NodeState, slot: ClassSlot) -> None:
+        """File a node under its free counts."""
+        while len(self.full) <= slot.full:
+            self.full.append({})
+        self.full[slot.full][node.name] = node
+        if slot.partial:
+            self.partial[slot.partial // 100][node.name] = node
+        self.free_milli += sum(slot.frees)
+
+    def remove(self, node: NodeState, slot: ClassSlot) -> None:
+        """Take a node out of its buckets."""
+        del self.full[slot.full][node.name]
+        while self.full and not self.full[-1]:
+            self.full.pop()
+        if slot.partial:
+            del self.partial[slot.partial // 100][node.name]
+        self.free_milli -= sum(slot.frees)
+
+    @property
+    def empty(self) -> bool:
+        """True when no node is filed here."""
+        return not self.full and not any(self.partial)
+
+    def can_host(self, gpu_milli: int) -> bool:
+        """O(1) reject: could some node here give one replica ``gpu_milli``?"""
+        if gpu_milli >= WHOLE:
+            return len(self.full) > gpu_milli // WHOLE
+        if len(self.full) > 1:
+            return True
+        return any(self.partial[b] for b in range(gpu_milli // 100, _SHARE_BUCKETS))
+
+
+class Group:
+    """Nodes of one cluster that carry the same labels (per-node keys aside)."""
+
+    __slots__ = (
+        "classes", "cpu_buckets", "cpu_top", "free_cpu", "gpu_nodes", "key", "labels", "nodes",
+        "sort_key",
+    )
+
+    def __init__(self, key: LabelKey) -> None:
+        self.key = key
+        self.labels: dict[str, str] = dict(key)
+        self.sort_key = ",".join(f"{k}={v}" for k, v in sorted(key))
+        self.nodes: dict[str, NodeState] = {}
+        self.cpu_buckets: list[dict[str, NodeState]] = [{} for _ in range(_CPU_BUCKETS)]
+        self.cpu_top = 0   # highest bucket that may be non-empty
+        self.classes: dict[DeviceClass, ClassIndex] = {}
+        self.gpu_nodes = 0
+        self.free_cpu = 0
+
+    def add(self, node: NodeState) -> bool:
+        """Add a node (only schedulable ones go into buckets); True if the layout changed."""
+        self.nodes[node.name] = node
+        changed = bool(node.classes) and self.gpu_nodes == 0
+        self.gpu_nodes += bool(node.classes)
+        if not node.schedulable:
+            return changed
+        bucket = cpu_bucket(node.cpu)
+        self.cpu_buckets[bucket][node.name] = node
+        self.cpu_top = max(self.cpu_top, bucket)
+        self.free_cpu += node.cpu
+        for cls, slot in node.classes.items():
+            index = self.classes.get(cls)
+            if index is None:
+                index = self.classes[cls] = ClassIndex(cls)
+                changed = True
+            index.add(node, slot)
+        return changed
+
+    def remove(self, node: NodeState) -> bool:
+        """Remove a node added before; True if the layout changed."""
+        del self.nodes[node.name]
+        self.gpu_nodes -= bool(node.classes)
+        changed = not self.nodes or (bool(node.classes) and self.gpu_nodes == 0)
+        if not node.schedulable:
+            return changed
+        del self.cpu_buckets[cpu_bucket(node.cpu)][node.name]
+        while self.cpu_top and not self.cpu_buckets[self.cpu_top]:
+            self.cpu_top -= 1
+        self.free_cpu -= node.cpu
+        for cls, slot in node.classes.items():
+            index = self.classes[cls]
+            index.remove(node, slot)
+            if index.empty:
+                del self.classes[cls]
+                changed = True
+        return changed
+
+
+def cpu_bucket(cpu_milli: int) -> int:
+    """The cpu bucket of a free amount: its bit length, so higher buckets hold strictly more."""
+    return min(cpu_milli.bit_length(), _CPU_BUCKETS - 1)
+
+
+ClassMatch = tuple[str, int, ClassIndex]   # model, device memory MiB, the class's buckets
+
+
+@dataclass(frozen=True, slots=True)
+class Matches:
+    """What a selector matches in one cluster: groups (CPU-only first) and their classes.
+
+    ``per_node`` when the selector names a per-node key: every node must still be checked.
+    """
+
+    groups: tuple[Group, ...]
+    classes: tuple[ClassMatch, ...]
+    per_node: bool
+    _by_memory: dict[int, tuple[tuple[str, ClassIndex], ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def with_memory(self, memory_mib: int) -> tuple[tuple[str, ClassIndex], ...]:
+        """(model, buckets) of the matched classes whose devices have ``memory_mib`` or more."""
+        found = self._by_memory.get(memory_mib)
+        if found is None:
+            found = tuple((model, index) for model, memory, index in self.classes
+                          if memory >= memory_mib)
+            self._by_memory[memory_mib] = found
+        return found
+
+
+class ModelTotals:
+    """Running sums for one capacity row (a device model, or ``none``)."""
+
+    __slots__ = ("cpu_total", "cpu_used", "devices", "mem_total", "mem_used", "nodes", "used_milli")
+
+    def __init__(self) -> None:
+        self.nodes = self.devices = self.used_milli = 0
+        self.cpu_total = self.cpu_used = self.mem_total = self.mem_used = 0
+
+
+class ClusterInfo:
+    """One member cluster: settings, nodes, index and aggregates (read-only outside FleetView)."""
+
+    def __init__(
+        self, name: str, *, labels: Mapping[str, str], weight: int, headroom: float,
+        state: ClusterState, cordoned: bool, ignore_keys: frozenset[str], memo: MatchMemo,
+    ) -> None:
+        self.name = name
+        self.labels: Mapping[str, str] = dict(labels)
+        self.weight = weight
+        self.headroom = headroom
+        self.state = state
+        self.cordoned = cordoned
+        self.version = next(_TICKS)
+        self.layout_version = self.version
+        self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
+        self.schedulable_nodes = 0
+        self._ignore = ignore_keys
+        self._memo = memo
+        self._nodes: dict[str, NodeState] = {}
+        self._node_group: dict[str, Group] = {}
+        self._groups: dict[LabelKey, Group] = {}
+        self._holds: dict[str, Hold] = {}
+        self._totals: dict[str, ModelTotals] = {}
+        self._matches: dict[str, tuple[int, Matches]] = {}
+
+    # -- reads -----------------------------------------------------------------------------
+
+    @property
+    def schedulable(self) -> bool:
+        """Ready and not cordoned: open to new placements."""
+        return self.state == ClusterState.READY and not self.cordoned
+
+    @property
+    def node_count(self) -> int:
+        """Nodes reported, schedulable or not."""
+        return len(self._nodes)
+
+    def node(self, name: str) -> NodeState | None:
+        """A node's effective state (reported free minus hub holds), or None."""
+        return self._nodes.get(name)
+
+    def nodes(self) -> list[NodeState]:
+        """Every node's effective state, sorted by name."""
+        return [self._nodes[n] for n in sorted(self._nodes)]
+
+    def device_milli(self, model: str) -> tuple[int, int]:
+        """(total, used) milli-devices of one model; used counts member use and hub holds."""
+        totals = self._totals.get(model)
+        return (0, 0) if totals is None else (totals.devices * WHOLE, totals.used_milli)
+
+    def totals(self) -> dict[str, ModelTotals]:
+        """Running sums per capacity row (device model or ``none``); do not modify."""
+        return self._totals
+
+    def matching(self, selector: Selector, key: str) -> Matches:
+        """What ``selector`` (``key`` = its canonical text) matches here; cached per layout."""
+        hit = self._matches.get(key)
+        if hit is None or hit[0] != self.layout_version:
+            if len(self._matches) >= _SELECTORS_KEPT:
+                self._matches.clear()
+            hit = (self.layout_version, self._match(selector, key))
+            self._matches[key] = hit
+        return hit[1]
+
+    def has_match(self, selector: Selector, key: str) -> bool:
+        """True when some node's labels match ``selector``."""
+        found = self.matching(selector, key)
+        if not found.per_node:
+            return bool(found.groups)
+        return any(selector.matches(n.labels) for g in found.groups for n in g.nodes.values())
+
+    def free_for(self, selector: Selector, key: str, requests: TaskRequests) -> int:
+        """Free milli-devices (GPU requests) or cpu millicores the selector's nodes still have."""
+        found = self.matching(selector, key)
+        if requests.gpu_milli == 0:
+            return sum(g.free_cpu for g in found.groups)
+        return sum(index.free_milli for _, memory, index in found.classes
+                   if memory >= requests.gpu_memory_mib)
+
+    # -- mutations (FleetView only) ----------------------------------------------------------
+
+    def _configure(
+        self, labels: Mapping[str, str], weight: int, headroom: float,
+        state: ClusterState, cordoned: bool,
+    ) -> None:
+        new = (dict(labels), weight, headroom, state, cordoned)
+        if new != (self.labels, self.weight, self.headroom, self.state, self.cordoned):
+            self.labels, self.weight, self.headroom, self.state, self.cordoned = new
+            self._bump()
+
+    def _put(self, info: NodeInfo) -> None:
+        """Add or replace a node from a report."""
+        old = self._nodes.get(info.name)
+        if old is not None and old.info == info:
+            return
+        self._file(NodeState(info, self._holds.get(info.name)), old)
+
+    def _drop(self, name: str) -> None:
+        old = self._nodes.pop(name, None)
+        if old is None:
+            return
+        group = self._node_group.pop(name)
+        self._unfile(old, group)
+        self._bump()
+
+    def _hold(self, node: str, delta: Hold, sign: int) -> None:
+        """Add or take away a reservation's hold on one node and refile the node."""
+        hold = self._holds.setdefault(node, Hold())
+        hold.add(delta, sign)
+        if hold.empty:
+            del self._holds[node]
+        old = self._nodes.get(node)
+        if old is not None:
+            self._file(NodeState(old.info, self._holds.get(node)), old)
+        else:
+            self._bump()
+
+    def _bump(self) -> None:
+        self.version = next(_TICKS)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _file(self, new: NodeState, old: NodeState | None) -> None:
+        key = frozenset(kv for kv in new.labels.items() if kv[0] not in self._ignore)
+        if old is not None:
+            self._unfile(old, self._node_group[old.name])
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(key)
+            self.layout_version = next(_TICKS)
+        if group.add(new):
+            self.layout_version = next(_TICKS)
+        self._nodes[new.name] = new
+        self._node_group[new.name] = group
+        self._account(new, 1)
+        self._bump()
+
+    def _unfile(self, old: NodeState, group: Group) -> None:
+        if group.remove(old):
+            self.layout_version = next(_TICKS)
+        if not group.nodes:
+            del self._groups[group.key]
+        self._account(old, -1)
+
+    def _account(self, node: NodeState, sign: int) -> None:
+        alloc = node.info.allocatable
+        self.cpu_total += sign * alloc.cpu_milli
+        self.cpu_used += sign * node.used_cpu
+        self.memory_total += sign * alloc.memory_mib
+        self.memory_used += sign * node.used_mem
+        self.schedulable_nodes += sign * node.schedulable
+        row = self._row(node.primary)
+        row.nodes += sign
+        row.cpu_total += sign * alloc.cpu_milli
+        row.cpu_used += sign * node.used_cpu
+        row.mem_total += sign * alloc.memory_mib
+        row.mem_used += sign * node.used_mem
+        for model, count in node.model_devices.items():
+            dev_row = self._row(model)
+            dev_row.devices += sign * count
+            dev_row.used_milli += sign * node.model_used[model]
+        for model in {node.primary, *node.model_devices}:
+            totals = self._totals.get(model)
+            if totals is not None and totals.nodes == 0 and totals.devices == 0:
+                del self._totals[model]
+
+    def _row(self, model: str) -> ModelTotals:
+        row = self._totals.get(model)
+        if row is None:
+            row = self._totals[model] = ModelTotals()
+        return row
+
+    def _match(self, selector: Selector, key: str) -> Matches:
+        groups = sorted(self._groups.values(), key=lambda g: (g.gpu_nodes > 0, g.sort_key))
+        per_node = any(ignored in key for ignored in self._ignore)
+        if key and not per_node:
+            groups = [g for g in groups if self._matches_group(selector, key, g)]
+        classes = tuple((cls[0], cls[1], index) for g in groups for cls, index in g.classes.items())
+        return Matches(tuple(groups), classes, per_node)
+
+    def _matches_group(self, selector: Selector, key: str, group: Group) -> bool:
+        memo_key = (key, group.key)
+        verdict = self._memo.get(memo_key)
+        if verdict is None:
+            verdict = selector.matches(group.labels)
+            if len(self._memo) >= _MATCH_MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[memo_key] = verdict
+        return verdict

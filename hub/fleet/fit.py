@@ -1,0 +1,301 @@
+"""Fit search over one cluster's index, and the device plan behind a reservation.
+
+``find_fit`` answers "which nodes of this cluster could take every replica of this task?"
+for the NodeFit placement plugin (and the headroom plugin, which reuses its answer). It walks
+only the buckets of ``hub.fleet.cluster`` that can hold a replica, checks the few candidate
+nodes exactly (cpu, memory, pods, devices) and returns a ``Fit`` - one node per replica, all
+replicas on devices of one model - or a ``Miss`` saying which requirement no node met.
+
+``plan_holds`` is what ``FleetView.reserve`` uses to turn "these nodes" into exact holds
+(which devices, how much of each), refusing with ``Conflict`` when the nodes no longer fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from fuyao.errors import Conflict
+from fuyao.selector import Selector
+from fuyao.spec import TaskRequests
+from hub.fleet.cluster import ClassIndex, ClusterInfo, Matches, cpu_bucket
+from hub.fleet.nodes import WHOLE, Hold, NodeState
+
+
+class MissKind(IntEnum):
+    """The first requirement no node met, in the order the search checks them."""
+
+    NO_NODES = 0      # the cluster has no schedulable node
+    NO_MATCH = 1      # no node's labels match the selector
+    GPU = 2           # no node has the devices (count, model, memory or share)
+    CPU = 3           # ... and the cpu
+    MEMORY = 4        # ... and the memory
+    PODS = 5          # ... and a free pod slot
+    GANG = 6          # some replicas fit, not all of them
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """Where a task's replicas would go: one node name per replica, devices of ``model``."""
+
+    nodes: tuple[str, ...]
+    model: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """Why nothing fits; ``placed`` is how many replicas did fit (for ``GANG``)."""
+
+    kind: MissKind
+    placed: int = 0
+
+
+Candidate = tuple[NodeState, int, bool]   # node, replicas its devices can take, check labels
+_MISS_GPU = Miss(MissKind.GPU)
+_MISS_NO_NODES = Miss(MissKind.NO_NODES)
+_MISS_NO_MATCH = Miss(MissKind.NO_MATCH)
+
+
+def find_fit(
+    cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
+) -> Fit | Miss:
+    """Nodes for every replica, or the reason there are none (``key`` = selector text)."""
+    if cluster.schedulable_nodes == 0:
+        return _MISS_NO_NODES
+    found = cluster.matching(selector, key)
+    if not found.groups:
+        return _MISS_NO_MATCH
+    single = requests.replicas == 1 and not found.per_node
+    if requests.gpu_milli == 0:
+        quick = _first_cpu_fit(found, requests) if single else None
+        return quick or _assign(_cpu_candidates(found, requests), requests, selector, None)
+    gpu = requests.gpu_milli
+    if gpu >= WHOLE:
+        usable = [c for c in found.with_memory(requests.gpu_memory_mib)
+                  if len(c[1].full) > gpu // WHOLE]
+    else:
+        usable = [c for c in found.with_memory(requests.gpu_memory_mib) if c[1].can_host(gpu)]
+    best = _MISS_GPU
+    for model in _by_room(cluster, usable, requests):
+        if single:
+            quick = (_first_card_fit(usable, model, requests) if requests.gpu_milli >= WHOLE
+                     else _first_share_fit(usable, model, requests))
+            if quick is not None:
+                return quick
+        candidates = _gpu_candidates(usable, model, requests, found.per_node)
+        out = _assign(candidates, requests, selector, model)
+        if isinstance(out, Fit):
+            return out
+        if (out.kind, out.placed) > (best.kind, best.placed):
+            best = out
+    return best
+
+
+def _by_room(
+    cluster: ClusterInfo, usable: Sequence[tuple[str, ClassIndex]], requests: TaskRequests,
+) -> list[str]:
+    """Models some matching node could give one replica, most room left (after) first."""
+    if not usable:
+        return []
+    first = usable[0][0]
+    if all(model == first for model, _ in usable):
+        return [first]
+    models = {model for model, _ in usable}
+    need = requests.gpu_milli * requests.replicas
+
+    def room(model: str) -> float:
+        total, used = cluster.device_milli(model)
+        return (total - used - need) / total if total else float("-inf")
+
+    return sorted(models, key=lambda m: (-room(m), m))
+
+
+def _first_cpu_fit(found: Matches, requests: TaskRequests) -> Fit | None:
+    """``_assign(_cpu_candidates(...))`` for one replica on success, without its bookkeeping."""
+    cpu, mem = requests.cpu_milli, requests.memory_mib
+    first = cpu_bucket(cpu)
+    for group in found.groups:
+        buckets = group.cpu_buckets
+        for bucket in (*range(first + 1, group.cpu_top + 1), first):
+            for node in buckets[bucket].values():
+                if node.cpu >= cpu and node.mem >= mem and node.pods > 0:
+                    return Fit((node.name,), None)
+    return None
+
+
+def _first_card_fit(
+    usable: Sequence[tuple[str, ClassIndex]], model: str, requests: TaskRequests,
+) -> Fit | None:
+    """``_assign(_gpu_candidates(...))`` for one whole-card replica on success, faster."""
+    cpu, mem, cards = requests.cpu_milli, requests.memory_mib, requests.gpu_milli // WHOLE
+    for cls_model, index in usable:
+        if cls_model == model:
+            full = index.full
+            for count in range(cards, len(full)):
+                for node in full[count].values():
+                    if node.cpu >= cpu and node.mem >= mem and node.pods > 0:
+                        return Fit((node.name,), model)
+    return None
+
+
+def _first_share_fit(
+    usable: Sequence[tuple[str, ClassIndex]], model: str, requests: TaskRequests,
+) -> Fit | None:
+    """``_assign(_gpu_candidates(...))`` for one shared-card replica on success, faster."""
+    cpu, mem, share = requests.cpu_milli, requests.memory_mib, requests.gpu_milli
+    for cls_model, index in usable:
+        if cls_model != model:
+            continue
+        cls = index.cls
+        for bucket in range(share // 100, len(index.partial)):
+            for node in index.partial[bucket].values():
+                if (node.classes[cls].partial >= share and node.cpu >= cpu and node.mem >= mem
+                        and node.pods > 0):
+                    return Fit((node.name,), model)
+        full = index.full
+        for count in range(1, len(full)):
+            for node in full[count].values():
+                if node.cpu >= cpu and node.mem >= mem and node.pods > 0:
+                    return Fit((node.name,), model)
+    return None
+
+
+def _cpu_candidates(found: Matches, requests: TaskRequests) -> Iterator[Candidate]:
+    """Schedulable nodes that may have the cpu: surely-enough buckets first, then the edge one."""
+    first = cpu_bucket(requests.cpu_milli)
+    for group in found.groups:
+        buckets = group.cpu_buckets
+        for bucket in (*range(first + 1, group.cpu_top + 1), first):
+            for node in buckets[bucket].values():
+                yield node, requests.replicas, found.per_node
+
+
+def _gpu_candidates(
+    usable: Sequence[tuple[str, ClassIndex]], model: str, requests: TaskRequests, per_node: bool,
+) -> Iterator[Candidate]:
+    """Nodes with devices of ``model`` for one replica, tightest fit first."""
+    for cls_model, index in usable:
+        if cls_model != model:
+            continue
+        if requests.gpu_milli < WHOLE:
+            yield from _share_candidates(index, requests, per_node)
+            continue
+        cards = requests.gpu_milli // WHOLE
+        for count in range(cards, len(index.full)):
+            for node in index.full[count].values():
+                yield node, count // cards, per_node
+
+
+def _share_candidates(
+    index: ClassIndex, requests: TaskRequests, per_node: bool,
+) -> Iterator[Candidate]:
+    """Nodes that can give a share: partly used devices first (packing), then whole ones."""
+    share = requests.gpu_milli
+    cls = index.cls
+    seen: set[str] | None = set() if requests.replicas > 1 else None
+    for bucket in range(share // 100, len(index.partial)):
+        for node in index.partial[bucket].values():
+            slot = node.classes[cls]
+            if slot.partial < share:
+                continue
+            if seen is not None:
+                seen.add(node.name)
+            yield node, slot.share_capacity(share), per_node
+    for count in range(1, len(index.full)):
+        for node in index.full[count].values():
+            if seen is None or node.name not in seen:
+                yield node, node.classes[cls].share_capacity(share), per_node
+
+
+def _assign(
+    candidates: Iterator[Candidate], requests: TaskRequests, selector: Selector,
+    model: str | None,
+) -> Fit | Miss:
+    """Give replicas to candidates in order until all are placed; else say what was missing."""
+    cpu, mem, replicas = requests.cpu_milli, requests.memory_mib, requests.replicas
+    placed: list[str] = []
+    taken: dict[str, int] = {}
+    reached = 0   # 1: devices ok, 2: + cpu, 3: + memory, 4: + pod slot
+    for node, device_cap, per_node in candidates:
+        if per_node and not selector.matches(node.labels):
+            continue
+        already = taken.get(node.name, 0)
+        free_cpu = node.cpu - already * cpu
+        free_mem = node.mem - already * mem
+        free_pods = node.pods - already
+        stage = 1 if free_cpu < cpu else 2 if free_mem < mem else 3 if free_pods < 1 else 4
+        reached = max(reached, stage)
+        if stage < 4:
+            continue
+        fits = min(
+            device_cap, free_pods, replicas - len(placed),
+            free_cpu // cpu if cpu else replicas, free_mem // mem if mem else replicas,
+        )
+        placed.extend([node.name] * fits)
+        if len(placed) >= replicas:
+            return Fit(tuple(placed), model)
+        taken[node.name] = already + fits
+    kinds = (MissKind.GPU if model else MissKind.CPU, MissKind.CPU, MissKind.MEMORY,
+             MissKind.PODS, MissKind.GANG)
+    return Miss(kinds[reached], len(placed))
+
+
+def plan_holds(
+    cluster: ClusterInfo, requests: TaskRequests, nodes: Sequence[str], model: str | None,
+) -> dict[str, Hold]:
+    """What each node must hold for one replica per entry of ``nodes``; ``Conflict`` if not."""
+    plan: dict[str, Hold] = {}
+    for name in nodes:
+        state = cluster.node(name)
+        if state is None:
+            raise Conflict(f"cluster {cluster.name} has no node {name!r}")
+        hold = plan.setdefault(name, Hold())
+        if not _add_replica(state, hold, requests, model):
+            raise Conflict(
+                f"node {name} of cluster {cluster.name} no longer has room for "
+                f"{nodes.count(name)} replica(s)"
+            )
+    return plan
+
+
+def _add_replica(state: NodeState, hold: Hold, requests: TaskRequests, model: str | None) -> bool:
+    if (
+        not state.schedulable
+        or state.cpu - hold.cpu_milli < requests.cpu_milli
+        or state.mem - hold.memory_mib < requests.memory_mib
+        or state.pods - hold.pods < 1
+    ):
+        return False
+    devices = _pick_devices(state, hold, requests, model)
+    if devices is None:
+        return False
+    hold.cpu_milli += requests.cpu_milli
+    hold.memory_mib += requests.memory_mib
+    hold.pods += 1
+    for dev, milli in devices:
+        hold.devices[dev] = hold.devices.get(dev, 0) + milli
+    return True
+
+
+def _pick_devices(
+    state: NodeState, hold: Hold, requests: TaskRequests, model: str | None,
+) -> list[tuple[str, int]] | None:
+    """Devices for one replica: whole free cards in order, or the tightest share that fits."""
+    want = requests.gpu_milli
+    if want == 0:
+        return []
+    for (cls_model, memory), slot in sorted(state.classes.items()):
+        if (model is not None and cls_model != model) or memory < requests.gpu_memory_mib:
+            continue
+        frees = [(f - hold.devices.get(d, 0), i, d) for i, (d, f) in
+                 enumerate(zip(slot.ids, slot.frees, strict=True))]
+        if want >= WHOLE:
+            whole = [d for f, _, d in frees if f >= WHOLE][: want // WHOLE]
+            if len(whole) == want // WHOLE:
+                return [(d, WHOLE) for d in whole]
+        else:
+            fitting = [entry for entry in frees if entry[0] >= want]
+            if fitting:
+                return [(min(fitting)[2], want)]
+    return None

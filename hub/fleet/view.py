@@ -1,0 +1,200 @@
+"""The hub's live fleet view: every member cluster, its nodes and the hub's reservations.
+
+One instance lives in the hub process and is touched only from its asyncio thread (no
+locks). The cluster manager keeps cluster entries in step (``upsert_cluster``,
+``set_state``, ``set_cordoned``, ``remove_cluster``); the agent channel feeds inventories
+(``replace_nodes`` on connect or resync, ``apply_delta`` after); the placement loop asks the
+scheduler (``hub.placement``), which reads ``cluster``/``clusters``, then ``reserve``s the
+chosen nodes and ``release``s them when the member reports the task bound or finished.
+The REST API reads ``capacity`` and ``summary``.
+
+Accounting: a node's ``free`` as the agent reports it already counts what the member has
+bound; hub reservations (placed, not yet bound) are subtracted on top, per node and device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fuyao.errors import Conflict, InvalidInput, NotFound
+from fuyao.inventory import NodeInfo
+from fuyao.spec import CapacityRow, ClusterState, TaskRequests
+from hub.fleet.capacity import capacity_rows
+from hub.fleet.cluster import ClusterInfo, MatchMemo
+from hub.fleet.fit import plan_holds
+from hub.fleet.nodes import Hold
+
+PER_NODE_LABEL_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
+"""Labels that differ on every node: left out when grouping nodes by label set."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Resources the hub holds for a task placed on a cluster but not yet bound there."""
+
+    task_id: str
+    cluster: str
+    requests: TaskRequests
+    nodes: tuple[str, ...]
+    model: str | None
+    holds: Mapping[str, Hold]
+
+
+class FleetView:
+    """Every member cluster's settings, nodes and index, plus the hub's reservations."""
+
+    def __init__(self, *, per_node_label_keys: Iterable[str] = PER_NODE_LABEL_KEYS) -> None:
+        self._clusters: dict[str, ClusterInfo] = {}
+        self._ordered: tuple[ClusterInfo, ...] | None = None
+        self._reservations: dict[str, Reservation] = {}
+        self._ignore = frozenset(per_node_label_keys)
+        self._memo: MatchMemo = {}
+
+    # -- clusters --------------------------------------------------------------------------
+
+    def upsert_cluster(
+        self, name: str, *, labels: Mapping[str, str], weight: int, headroom: float,
+        state: ClusterState, cordoned: bool = False,
+    ) -> None:
+        """Add a cluster or update its settings; an existing one keeps nodes and reservations."""
+        if weight < 0:
+            raise InvalidInput(f"cluster {name}: weight {weight} must not be negative")
+        if not 0.0 <= headroom < 1.0:
+            raise InvalidInput(f"cluster {name}: headroom {headroom} must be in [0, 1)")
+        existing = self._clusters.get(name)
+        if existing is not None:
+            existing._configure(labels, weight, headroom, state, cordoned)
+            return
+        self._clusters[name] = ClusterInfo(
+            name, labels=labels, weight=weight, headroom=headroom, state=state,
+            cordoned=cordoned, ignore_keys=self._ignore, memo=self._memo,
+        )
+        self._ordered = None
+
+    def remove_cluster(self, name: str) -> None:
+        """Forget a cluster, its nodes and the reservations held on it (no-op if unknown)."""
+        if self._clusters.pop(name, None) is None:
+            return
+        self._ordered = None
+        for task_id in [t for t, r in self._reservations.items() if r.cluster == name]:
+            del self._reservations[task_id]
+
+    def set_state(self, name: str, state: ClusterState) -> None:
+        """Record a health transition (Ready, Unknown, NotReady...)."""
+        c = self._get(name)
+        c._configure(c.labels, c.weight, c.headroom, state, c.cordoned)
+
+    def set_cordoned(self, name: str, cordoned: bool) -> None:
+        """Cordon (no new placements) or uncordon a cluster."""
+        c = self._get(name)
+        c._configure(c.labels, c.weight, c.headroom, c.state, cordoned)
+
+    def cluster(self, name: str) -> ClusterInfo | None:
+        """One cluster (read-only for callers), or None."""
+        return self._clusters.get(name)
+
+    def clusters(self) -> list[ClusterInfo]:
+        """Every cluster, sorted by name."""
+        return list(self.ordered)
+
+    @property
+    def ordered(self) -> tuple[ClusterInfo, ...]:
+        """Every cluster sorted by name, without copying (the scheduler's hot path)."""
+        if self._ordered is None:
+            self._ordered = tuple(self._clusters[n] for n in sorted(self._clusters))
+        return self._ordered
+
+    # -- inventory -------------------------------------------------------------------------
+
+    def replace_nodes(self, cluster: str, nodes: Iterable[NodeInfo]) -> None:
+        """A full inventory: nodes not in it are removed; reservations are kept."""
+        c = self._get(cluster)
+        fresh = {n.name: n for n in nodes}
+        for gone in [n.name for n in c.nodes() if n.name not in fresh]:
+            c._drop(gone)
+        for node in fresh.values():
+            c._put(node)
+
+    def apply_delta(
+        self, cluster: str, upserted: Iterable[NodeInfo], removed: Iterable[str],
+    ) -> None:
+        """Changed nodes since the last report, and nodes that left."""
+        c = self._get(cluster)
+        for node in upserted:
+            c._put(node)
+        for name in removed:
+            c._drop(name)
+
+    # -- reservations ----------------------------------------------------------------------
+
+    def reserve(
+        self, cluster: str, task_id: str, requests: TaskRequests, nodes: Sequence[str],
+        *, model: str | None = None,
+    ) -> None:
+        """Hold one replica's resources on each of ``nodes`` for ``task_id``.
+
+        Idempotent: the same reservation again is a no-op. ``Conflict`` (nothing changed) if
+        the task already holds a different reservation or the nodes no longer have room.
+        ``model`` pins the device model (as the fit found it); by default any that fits.
+        """
+        c = self._get(cluster)
+        names = tuple(nodes)
+        held = self._reservations.get(task_id)
+        if held is not None:
+            if (held.cluster, held.requests, held.nodes) == (cluster, requests, names):
+                return
+            raise Conflict(f"task {task_id} already holds a reservation on cluster "
+                           f"{held.cluster}; release it first")
+        if len(names) != requests.replicas:
+            raise InvalidInput(f"task {task_id}: {len(names)} nodes given for "
+                               f"{requests.replicas} replicas")
+        plan = plan_holds(c, requests, names, model)
+        for node, hold in plan.items():
+            c._hold(node, hold, 1)
+        self._reservations[task_id] = Reservation(task_id, cluster, requests, names, model, plan)
+
+    def release(self, task_id: str) -> None:
+        """Give back what a task holds (no-op if it holds nothing)."""
+        held = self._reservations.pop(task_id, None)
+        if held is None:
+            return
+        c = self._clusters.get(held.cluster)
+        if c is not None:
+            for node, hold in held.holds.items():
+                c._hold(node, hold, -1)
+
+    def reservation_cluster(self, task_id: str) -> str | None:
+        """The cluster a task holds resources on, or None."""
+        held = self._reservations.get(task_id)
+        return None if held is None else held.cluster
+
+    def reservation(self, task_id: str) -> Reservation | None:
+        """A task's reservation, or None."""
+        return self._reservations.get(task_id)
+
+    # -- views -----------------------------------------------------------------------------
+
+    def capacity(self, cluster: str | None = None) -> list[CapacityRow]:
+        """Capacity rows per (cluster, model), sorted; one cluster's, or [] if unknown."""
+        if cluster is not None:
+            c = self._clusters.get(cluster)
+            return [] if c is None else capacity_rows(c)
+        return [row for c in self.ordered for row in capacity_rows(c)]
+
+    def summary(self, cluster: str) -> dict[str, int]:
+        """``{"nodes": n, "<model>": devices, ...}`` for the cluster list (zeros if unknown)."""
+        c = self._clusters.get(cluster)
+        if c is None:
+            return {"nodes": 0}
+        out = {"nodes": c.node_count}
+        totals = c.totals()
+        out.update({model: totals[model].devices for model in sorted(totals)
+                    if totals[model].devices})
+        return out
+
+    def _get(self, name: str) -> ClusterInfo:
+        c = self._clusters.get(name)
+        if c is None:
+            raise NotFound(f"cluster {name!r} is not in the fleet")
+        return c

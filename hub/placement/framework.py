@@ -1,0 +1,168 @@
+"""The placement framework's contract: statuses, requests, per-decision state, plugin protocols.
+
+Modelled on kube-scheduler's ``framework/interface.go`` at cluster level: a plugin implements
+one or more extension points - ``filter`` (may this cluster take the task?), ``score``
+(0..100, higher is better), ``reserve``/``unreserve`` (idempotent). Expected rejections are
+``Status`` values with a named reason constant from the plugin's module; an exception inside
+a plugin is a bug, which the scheduler (``hub.placement.scheduler``) turns into an ``ERROR``
+status naming the plugin. Plugins are built by the registry (``hub.placement.registry``)
+from a ``Handle`` and listed, in order and with score weights, by a ``Profile``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import ClassVar, Protocol
+
+from fuyao.selector import Selector
+from fuyao.spec import TaskRequests
+from hub.fleet import ClusterInfo, Fit, FleetView, Miss
+
+MAX_SCORE = 100.0
+MIN_SCORE = 0.0
+
+
+class Code(Enum):
+    """What a plugin says about a cluster."""
+
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"                                  # may fit later
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"  # waiting will not help
+    ERROR = "Error"                                                  # a plugin bug
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A plugin's verdict: a code, a user-facing reason and the plugin that gave it."""
+
+    code: Code
+    reason: str = ""
+    plugin: str = ""
+    ok: bool = field(init=False, repr=False, compare=False)   # code is SUCCESS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ok", self.code is Code.SUCCESS)
+
+
+SUCCESS = Status(Code.SUCCESS)
+"""The one success status (plugins return it instead of building a new one)."""
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    """One task to place: its per-replica requests, node selector and scheduling flags.
+
+    ``failover`` (a re-placement after a cluster was lost) and ``priority`` at or above the
+    scheduler's threshold may use the headroom reserve; ``exclude`` names clusters not to use.
+    """
+
+    task_id: str
+    name: str
+    requests: TaskRequests
+    selector: Selector
+    priority: int = 0
+    failover: bool = False
+    exclude: frozenset[str] = frozenset()
+
+    @cached_property
+    def selector_key(self) -> str:
+        """The selector's canonical text (computed once; the index caches by it)."""
+        return str(self.selector)
+
+
+class CycleState:
+    """Scratch for one placement decision, shared by its plugins (kube-scheduler's CycleState).
+
+    ``fits`` holds the NodeFit search result per cluster so Headroom, the scheduler and the
+    reserve step reuse it; ``feasible`` is set before scoring (clusters that passed every
+    filter); ``read``/``write`` hold anything else a plugin computes once per decision.
+    """
+
+    __slots__ = ("_data", "feasible", "fits")
+
+    def __init__(self) -> None:
+        self.fits: dict[str, Fit | Miss] = {}
+        self.feasible: Sequence[ClusterInfo] = ()
+        self._data: dict[str, object] = {}
+
+    def read(self, key: str) -> object | None:
+        """A value a plugin wrote during this decision, or None."""
+        return self._data.get(key)
+
+    def write(self, key: str, value: object) -> None:
+        """Keep a value for the rest of this decision."""
+        self._data[key] = value
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """What a plugin factory gets: the fleet view and the scheduler's settings."""
+
+    fleet: FleetView
+    headroom_priority: int = 1000
+
+
+class Plugin(Protocol):
+    """Anything the registry builds; ``name`` is how profiles refer to it."""
+
+    name: ClassVar[str]
+
+
+class FilterPlugin(Plugin, Protocol):
+    """May this cluster take the task? ``SUCCESS`` or a rejection with a reason.
+
+    The answer must depend only on the request and the cluster: the scheduler reuses it
+    until the cluster's ``version`` changes. A cluster named in ``req.exclude`` is always
+    judged afresh.
+    """
+
+    def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+        """Judge one cluster."""
+        ...
+
+
+class ScorePlugin(Plugin, Protocol):
+    """How good is a feasible cluster for the task, from 0 to 100.
+
+    Like filters, a score must depend only on the request and the cluster (the scheduler
+    caches it with the filter verdict); a plugin that ranks clusters against each other
+    returns a raw value here and also implements ``ScoreNormalizer``.
+    """
+
+    def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        """Score one feasible cluster (0..100, or a raw value ``normalize`` maps there)."""
+        ...
+
+
+class ScoreNormalizer(Protocol):
+    """Optional second half of a score plugin (kube-scheduler's ``NormalizeScore``)."""
+
+    def normalize(
+        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[str],
+        scores: list[float],
+    ) -> None:
+        """Rewrite the raw scores in place into 0..100 (``scores[i]`` is ``clusters[i]``'s)."""
+        ...
+
+
+class ReservePlugin(Plugin, Protocol):
+    """Claims (and gives back) what a placement needs; both calls are idempotent."""
+
+    def reserve(self, ctx: CycleState, req: PlacementRequest, cluster: str, fit: Fit) -> Status:
+        """Claim resources for the chosen cluster and nodes."""
+        ...
+
+    def unreserve(self, ctx: CycleState, req: PlacementRequest, cluster: str) -> None:
+        """Give back what ``reserve`` claimed (no-op if nothing was)."""
+        ...
+
+
+class PluginFactory(Protocol):
+    """Builds a plugin (a plugin class is one)."""
+
+    def __call__(self, handle: Handle) -> Plugin:
+        """A new plugin instance for one scheduler."""
+        ...

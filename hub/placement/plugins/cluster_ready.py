@@ -1,0 +1,41 @@
+"""ClusterReady filter: only Ready, uncordoned clusters the request does not exclude.
+
+First in the default profile, so the expensive filters never look at a cluster that could
+not take a placement anyway.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from fuyao.spec import ClusterState
+from hub.fleet import ClusterInfo
+from hub.placement.framework import SUCCESS, Code, CycleState, Handle, PlacementRequest, Status
+
+NAME = "ClusterReady"
+REASON_NOT_READY = "cluster not ready"
+REASON_CORDONED = "cluster cordoned"
+REASON_EXCLUDED = "cluster excluded"
+
+_NOT_READY = Status(Code.UNSCHEDULABLE, REASON_NOT_READY, NAME)
+_CORDONED = Status(Code.UNSCHEDULABLE, REASON_CORDONED, NAME)
+_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON_EXCLUDED, NAME)
+
+
+class ClusterReady:
+    """Rejects clusters that are not Ready, are cordoned, or are excluded by the request."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        del handle
+
+    def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+        """Excluded, then cordoned, then not Ready."""
+        if req.exclude and cluster.name in req.exclude:
+            return _EXCLUDED
+        if cluster.cordoned or cluster.state == ClusterState.CORDONED:
+            return _CORDONED
+        if cluster.state != ClusterState.READY:
+            return _NOT_READY
+        return SUCCESS

@@ -1,0 +1,37 @@
+"""ClusterWeight score: the operator's static preference, 100 x weight / the largest weight.
+
+``score`` gives the cluster's weight as the raw score and ``normalize`` divides by the
+largest weight among the clusters that passed every filter for this decision, so the
+favourite feasible cluster always scores 100 (0 for all when every weight is 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from hub.fleet import ClusterInfo
+from hub.placement.framework import MAX_SCORE, CycleState, Handle, PlacementRequest
+
+NAME = "ClusterWeight"
+
+
+class ClusterWeight:
+    """Scores a feasible cluster by its configured weight."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        del handle
+
+    def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        """The raw score: the cluster's weight."""
+        return float(cluster.weight)
+
+    def normalize(
+        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[str],
+        scores: list[float],
+    ) -> None:
+        """``100 x weight / max weight among feasible clusters``."""
+        top = max(scores, default=0.0)
+        scores[:] = [MAX_SCORE * w / top for w in scores] if top > 0 else [0.0] * len(scores)

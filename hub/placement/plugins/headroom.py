@@ -1,0 +1,73 @@
+"""Headroom filter and score: keep each cluster's failover reserve free.
+
+An ordinary task fits a cluster only if, after it, every resource it uses stays within
+``(1 - headroom) x allocatable``: cpu, memory and - for GPU tasks - the devices of the model
+NodeFit chose, counted in milli-devices per model across the whole cluster. Failover
+re-placements and tasks at or above the scheduler's ``headroom_priority`` may use the
+reserve. The score is the fraction of the tightest of those resources left after placing
+(0..100): the default profile uses it to prefer the emptier cluster.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hub.fleet import ClusterInfo, Fit
+from hub.placement.framework import (
+    MAX_SCORE,
+    MIN_SCORE,
+    SUCCESS,
+    Code,
+    CycleState,
+    Handle,
+    PlacementRequest,
+    Status,
+)
+from hub.placement.plugins.node_fit import fit_for
+
+NAME = "Headroom"
+REASON_HEADROOM = "below headroom reserve"
+
+_BELOW = Status(Code.UNSCHEDULABLE, REASON_HEADROOM, NAME)
+_EPSILON = 1e-9
+
+
+class Headroom:
+    """Rejects ordinary tasks that would eat into the reserve; prefers roomier clusters."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self._threshold = handle.headroom_priority
+
+    def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+        """``SUCCESS`` for failover and high priority, else only if the reserve stays free."""
+        if req.failover or req.priority >= self._threshold:
+            return SUCCESS
+        left = room_after(ctx, req, cluster)
+        return SUCCESS if left >= cluster.headroom - _EPSILON else _BELOW
+
+    def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        """100 x the fraction of the tightest resource left after placing."""
+        return max(MIN_SCORE, min(MAX_SCORE, MAX_SCORE * room_after(ctx, req, cluster)))
+
+
+def room_after(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+    """The smallest fraction left, over the resources the task uses, once it is placed."""
+    r = req.requests
+    left = min(
+        _fraction(cluster.cpu_total, cluster.cpu_used, r.cpu_milli * r.replicas),
+        _fraction(cluster.memory_total, cluster.memory_used, r.memory_mib * r.replicas),
+    )
+    if r.gpu_milli:
+        found = fit_for(ctx, req, cluster)
+        if isinstance(found, Fit) and found.model is not None:
+            total, used = cluster.device_milli(found.model)
+            left = min(left, _fraction(total, used, r.gpu_milli * r.replicas))
+    return left
+
+
+def _fraction(total: int, used: int, need: int) -> float:
+    if total <= 0:
+        return 1.0 if need == 0 else -1.0
+    return (total - used - need) / total

@@ -1,0 +1,34 @@
+"""Plugin registry: profile names -> factories (kube-scheduler's in-tree registry).
+
+``Profile.from_config`` checks names against a registry and the ``Scheduler`` builds each
+named plugin once from it. Tests and extensions pass their own mapping (``with_plugins``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from hub.placement.framework import PluginFactory
+from hub.placement.plugins.cluster_ready import ClusterReady
+from hub.placement.plugins.cluster_weight import ClusterWeight
+from hub.placement.plugins.fleet_reservation import FleetReservation
+from hub.placement.plugins.headroom import Headroom
+from hub.placement.plugins.node_fit import NodeFit
+from hub.placement.plugins.task_selector import TaskSelector
+
+Registry = Mapping[str, PluginFactory]
+
+DEFAULT_REGISTRY: Registry = MappingProxyType({
+    ClusterReady.name: ClusterReady,
+    TaskSelector.name: TaskSelector,
+    NodeFit.name: NodeFit,
+    Headroom.name: Headroom,
+    ClusterWeight.name: ClusterWeight,
+    FleetReservation.name: FleetReservation,
+})
+
+
+def with_plugins(extra: Mapping[str, PluginFactory], base: Registry = DEFAULT_REGISTRY) -> Registry:
+    """A registry with ``extra`` added to (or replacing entries of) ``base``."""
+    return MappingProxyType({**base, **extra})

@@ -1,0 +1,116 @@
+"""What one placement decision returns: the chosen cluster and nodes, every cluster's verdict.
+
+Built by ``Scheduler.schedule``; the placement loop stores ``cluster``/``nodes`` and shows
+``reasons``, ``scores`` and ``error.message`` on the task (``TaskView.reasons/scores``,
+``fuyaoctl task describe``). The per-cluster tables are built on first access only: most
+decisions are read for their cluster and nodes alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from fuyao.spec import ClusterScore
+from hub.fleet import Fit
+from hub.placement.framework import Status
+
+
+@dataclass(frozen=True, slots=True)
+class FitError:
+    """No cluster fits: how many clusters gave each reason (Karmada's ``FitError``)."""
+
+    total: int
+    histogram: tuple[tuple[str, int], ...]   # (reason, clusters), most frequent first
+    nearest_fit: str | None = None
+
+    @classmethod
+    def from_reasons(
+        cls, total: int, reasons: Iterable[str], nearest_fit: str | None = None,
+    ) -> FitError:
+        """Count reasons; order by count, most first, then by text."""
+        counts = Counter(reasons)
+        histogram = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        return cls(total, histogram, nearest_fit)
+
+    @property
+    def message(self) -> str:
+        """``0/5 clusters are available: 3 <reason>, 2 <reason>.``"""
+        if not self.histogram:
+            return f"0/{self.total} clusters are available: no clusters in the fleet."
+        parts = ", ".join(f"{count} {reason}" for reason, count in self.histogram)
+        return f"0/{self.total} clusters are available: {parts}."
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterVerdict:
+    """One cluster's outcome: the filter status, and the scores if it was feasible."""
+
+    cluster: str
+    status: Status
+    score: float | None = None
+    plugin_scores: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreTable:
+    """Scores of the feasible clusters: one column per score plugin, and the weighted totals."""
+
+    plugins: tuple[str, ...] = ()
+    clusters: Sequence[str] = ()
+    columns: Sequence[Sequence[float]] = ()
+    totals: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """The decision: ``cluster`` and one node per replica, or ``error`` when none fits."""
+
+    cluster: str | None
+    nodes: tuple[str, ...]
+    error: FitError | None = None
+    model: str | None = None
+    statuses: Mapping[str, Status] = field(default_factory=dict, repr=False, compare=False)
+    table: ScoreTable = field(default=ScoreTable(), repr=False, compare=False)
+
+    @cached_property
+    def reasons(self) -> dict[str, str]:
+        """Cluster -> why it was rejected, for the rejected clusters."""
+        return {name: s.reason for name, s in self.statuses.items() if not s.ok}
+
+    @cached_property
+    def verdicts(self) -> tuple[ClusterVerdict, ...]:
+        """Every cluster's status, with total and per-plugin scores when it was feasible."""
+        t = self.table
+        row = {name: i for i, name in enumerate(t.clusters)}
+        out = []
+        for name, status in self.statuses.items():
+            i = row.get(name)
+            if i is None or not status.ok:
+                out.append(ClusterVerdict(name, status))
+                continue
+            parts = tuple((p, col[i]) for p, col in zip(t.plugins, t.columns, strict=True))
+            out.append(ClusterVerdict(name, status, t.totals[i], parts))
+        return tuple(out)
+
+    @cached_property
+    def scores(self) -> tuple[ClusterScore, ...]:
+        """Every cluster: feasible or not, total and per-plugin scores, or its reason."""
+        return tuple(
+            ClusterScore(
+                cluster=v.cluster, feasible=v.status.ok, score=v.score,
+                reason=None if v.status.ok else v.status.reason,
+                plugin_scores=dict(v.plugin_scores),
+            )
+            for v in self.verdicts
+        )
+
+    @property
+    def fit(self) -> Fit | None:
+        """The nodes and device model to reserve, or None."""
+        return None if self.cluster is None else Fit(self.nodes, self.model)

@@ -1,0 +1,1 @@
+"""Tests of the hub's fleet view and cluster placement framework."""

@@ -1,0 +1,218 @@
+"""Fleet view accounting: reservations on top of reported free, inventories, capacity rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from fuyao.errors import Conflict, InvalidInput, NotFound
+from fuyao.spec import CapacityRow, ClusterState
+from hub.fleet import FleetView
+
+from .builders import fleet_of, node, requests
+
+
+def free_cards(fleet: FleetView, cluster: str, node_name: str) -> list[int]:
+    c = fleet.cluster(cluster)
+    assert c is not None
+    state = c.node(node_name)
+    assert state is not None
+    return [state.dev_free[d.id] for d in state.info.devices]
+
+
+def row(fleet: FleetView, cluster: str, model: str) -> CapacityRow:
+    rows = [r for r in fleet.capacity(cluster) if r.model == model]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_reserve_holds_cards_cpu_and_memory_until_released() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 4, cpu=32, memory_gib=256)]})
+    fleet.reserve("c1", "t1", requests(cpu=8, memory_gib=64, gpu_milli=2000), ["n1"])
+    assert free_cards(fleet, "c1", "n1") == [0, 0, 1000, 1000]
+    cap = row(fleet, "c1", "A100")
+    assert (cap.devices_allocated, cap.cpu_allocated, cap.memory_allocated_gib) == (2, 8, 64)
+    assert fleet.reservation_cluster("t1") == "c1"
+    fleet.release("t1")
+    assert free_cards(fleet, "c1", "n1") == [1000] * 4
+    assert row(fleet, "c1", "A100").devices_allocated == 0
+    assert fleet.reservation_cluster("t1") is None
+
+
+def test_reserve_and_release_are_idempotent() -> None:
+    fleet = fleet_of({"c1": [node("n1", "T4", 2)]})
+    r = requests(gpu_milli=500)
+    fleet.reserve("c1", "t1", r, ["n1"])
+    fleet.reserve("c1", "t1", r, ["n1"])
+    assert free_cards(fleet, "c1", "n1") == [500, 1000]
+    fleet.release("t1")
+    fleet.release("t1")
+    fleet.release("never-reserved")
+    assert free_cards(fleet, "c1", "n1") == [1000, 1000]
+
+
+def test_shares_pack_onto_the_tightest_card() -> None:
+    fleet = fleet_of({"c1": [node("n1", "T4", 3, free_milli=[1000, 700, 400])]})
+    fleet.reserve("c1", "t1", requests(gpu_milli=300, replicas=2), ["n1", "n1"])
+    assert free_cards(fleet, "c1", "n1") == [1000, 400, 100]
+    assert row(fleet, "c1", "T4").devices_allocated == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda f: f.reserve("c1", "t1", requests(gpu_milli=1000), ["n1"]), Conflict),
+        (lambda f: f.reserve("c1", "t2", requests(gpu_milli=4000, replicas=2), ["n1", "n1"]),
+         Conflict),
+        (lambda f: f.reserve("c1", "t2", requests(), ["nope"]), Conflict),
+        (lambda f: f.reserve("c1", "t2", requests(replicas=2), ["n1"]), InvalidInput),
+        (lambda f: f.reserve("zz", "t2", requests(), ["n1"]), NotFound),
+        (lambda f: f.reserve("c1", "t2", requests(cpu=100), ["n1"]), Conflict),
+    ],
+    ids=["same-task-other-request", "second-replica-does-not-fit", "unknown-node",
+         "nodes-not-one-per-replica", "unknown-cluster", "cpu-beyond-free"],
+)
+def test_refused_reservation_changes_nothing(
+    call: Callable[[FleetView], None], error: type[Exception],
+) -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 6)]})
+    fleet.reserve("c1", "t1", requests(gpu_milli=2000), ["n1"])
+    before = fleet.capacity()
+    with pytest.raises(error):
+        call(fleet)
+    assert fleet.capacity() == before
+    assert fleet.reservation_cluster("t2") is None
+
+
+def test_reports_already_count_member_use_and_holds_stay_on_top() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 4)]})
+    fleet.reserve("c1", "t1", requests(gpu_milli=1000), ["n1"])
+    # The member bound something else: the agent reports card 1 in use.
+    fleet.apply_delta("c1", [node("n1", "A100", 4, free_milli=[1000, 0, 1000, 1000])], [])
+    assert free_cards(fleet, "c1", "n1") == [0, 0, 1000, 1000]
+    # A full resync with the same node keeps the hold.
+    fleet.replace_nodes("c1", [node("n1", "A100", 4, free_milli=[1000, 0, 1000, 1000])])
+    assert free_cards(fleet, "c1", "n1") == [0, 0, 1000, 1000]
+
+
+def test_replace_nodes_drops_nodes_not_reported() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 8), node("n2", "V100", 4), node("n3")]})
+    fleet.replace_nodes("c1", [node("n1", "A100", 8)])
+    assert fleet.summary("c1") == {"nodes": 1, "A100": 8}
+    assert [r.model for r in fleet.capacity("c1")] == ["A100"]
+
+
+def test_delta_removes_and_adds_nodes() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 8), node("n2", "A100", 8)]})
+    fleet.apply_delta("c1", [node("n3", "H100", 8)], ["n1", "not-there"])
+    assert fleet.summary("c1") == {"nodes": 2, "A100": 8, "H100": 8}
+
+
+def test_removed_cluster_takes_its_reservations() -> None:
+    fleet = fleet_of({"c1": [node("n1")], "c2": [node("n2")]})
+    fleet.reserve("c1", "t1", requests(), ["n1"])
+    fleet.reserve("c2", "t2", requests(), ["n2"])
+    fleet.remove_cluster("c1")
+    fleet.remove_cluster("c1")
+    assert fleet.reservation_cluster("t1") is None
+    assert fleet.reservation_cluster("t2") == "c2"
+    assert [c.name for c in fleet.clusters()] == ["c2"]
+
+
+def test_upsert_keeps_nodes_and_reservations() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 2)]})
+    fleet.reserve("c1", "t1", requests(gpu_milli=1000), ["n1"])
+    fleet.upsert_cluster("c1", labels={"region": "eu"}, weight=5, headroom=0.2,
+                         state=ClusterState.NOT_READY)
+    c = fleet.cluster("c1")
+    assert c is not None
+    assert (c.weight, c.headroom, c.state, dict(c.labels)) == (
+        5, 0.2, ClusterState.NOT_READY, {"region": "eu"})
+    assert free_cards(fleet, "c1", "n1") == [0, 1000]
+
+
+def test_state_and_cordon() -> None:
+    fleet = fleet_of({"c1": [node("n1")]})
+    fleet.set_cordoned("c1", True)
+    fleet.set_state("c1", ClusterState.UNKNOWN)
+    c = fleet.cluster("c1")
+    assert c is not None
+    assert (c.cordoned, c.state, c.schedulable) == (True, ClusterState.UNKNOWN, False)
+    with pytest.raises(NotFound):
+        fleet.set_state("zz", ClusterState.READY)
+    with pytest.raises(NotFound):
+        fleet.replace_nodes("zz", [])
+
+
+@pytest.mark.parametrize(("weight", "headroom"), [(-1, 0.1), (1, 1.0), (1, -0.1)],
+                         ids=["negative-weight", "headroom-one", "negative-headroom"])
+def test_bad_cluster_settings_are_refused(weight: int, headroom: float) -> None:
+    with pytest.raises(InvalidInput):
+        FleetView().upsert_cluster("c1", labels={}, weight=weight, headroom=headroom,
+                                   state=ClusterState.READY)
+
+
+def test_every_change_gives_the_cluster_a_new_version() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 2)]})
+    c = fleet.cluster("c1")
+    assert c is not None
+    seen = [c.version]
+    changes: list[Callable[[], None]] = [
+        lambda: fleet.reserve("c1", "t1", requests(gpu_milli=1000), ["n1"]),
+        lambda: fleet.release("t1"),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2, free_cpu=1)], []),
+        lambda: fleet.set_cordoned("c1", True),
+        lambda: fleet.set_state("c1", ClusterState.UNKNOWN),
+        lambda: fleet.upsert_cluster("c1", labels={}, weight=3, headroom=0.1,
+                                     state=ClusterState.UNKNOWN, cordoned=True),
+        lambda: fleet.apply_delta("c1", [], ["n1"]),
+    ]
+    for change in changes:
+        change()
+        assert c.version not in seen
+        seen.append(c.version)
+    fleet.set_state("c1", ClusterState.UNKNOWN)   # no change, same version
+    assert c.version == seen[-1]
+
+
+def test_capacity_rows() -> None:
+    fleet = fleet_of(
+        {
+            "b": [node("b1", "H100", 8, cpu=100, memory_gib=1000, free_cpu=60,
+                       free_memory_gib=600, free_milli=[0, 0, 500] + [1000] * 5),
+                  node("b2", cpu=10, memory_gib=100)],
+            "a": [node("a1", "T4", 4)],
+        },
+        headroom=0.1,
+    )
+    fleet.reserve("b", "t1", requests(cpu=10, memory_gib=100, gpu_milli=1000), ["b1"])
+    h100 = row(fleet, "b", "H100")
+    assert h100.model_dump() == {
+        "cluster": "b", "model": "H100", "nodes": 1,
+        "devices_total": 8, "devices_allocated": 3.5, "devices_reserved": 0.8,
+        "devices_free": 3.7,
+        "cpu_total": 100.0, "cpu_allocated": 50.0, "cpu_reserved": 10.0, "cpu_free": 40.0,
+        "memory_total_gib": 1000.0, "memory_allocated_gib": 500.0,
+        "memory_reserved_gib": 100.0, "memory_free_gib": 400.0,
+    }
+    none = row(fleet, "b", "none")
+    assert (none.nodes, none.devices_total, none.cpu_total, none.cpu_free) == (1, 0, 10, 9)
+    assert [(r.cluster, r.model) for r in fleet.capacity()] == [
+        ("a", "T4"), ("b", "H100"), ("b", "none")]
+    assert fleet.capacity("unknown") == []
+
+
+def test_free_never_goes_below_zero() -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", 2, free_milli=[0, 0], free_cpu=0)]},
+                     headroom=0.5)
+    cap = row(fleet, "c1", "A100")
+    assert (cap.devices_free, cap.cpu_free, cap.memory_free_gib) == (0, 0, 256)
+
+
+def test_summary() -> None:
+    fleet = fleet_of({"c1": [node("n1", "H100", 8), node("n2", "H100", 8), node("n3", "T4", 4),
+                             node("n4")]})
+    assert fleet.summary("c1") == {"nodes": 4, "H100": 16, "T4": 4}
+    assert fleet.summary("unknown") == {"nodes": 0}
+
