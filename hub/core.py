@@ -54,8 +54,8 @@ class Hub:
         self.sessions = Sessions()
         self.clusters = ClusterManager(config, self.writer, self.fleet)
         self.tasks = TaskBook(self.writer, self.fleet)
-        self.placement = PlacementLoop(self.tasks, self.fleet, self.scheduler, self.sessions,
-                                       self.metrics, config.timings.placement_interval)
+        self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
+                                       config.timings.placement_interval)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []

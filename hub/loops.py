@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from hub.clusters import ClusterManager
 from hub.config import Timings
-from hub.fleet import FleetView
 from hub.metrics import Metrics
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
@@ -40,10 +39,9 @@ def send_all(sessions: Sessions, commands: Sequence[Command]) -> None:
 class PlacementLoop:
     """Places queued tasks on clusters, one batched cycle at a time."""
 
-    def __init__(self, tasks: TaskBook, fleet: FleetView, scheduler: Scheduler,
-                 sessions: Sessions, metrics: Metrics, interval: float) -> None:
+    def __init__(self, tasks: TaskBook, scheduler: Scheduler, sessions: Sessions,
+                 metrics: Metrics, interval: float) -> None:
         self.tasks = tasks
-        self.fleet = fleet
         self.scheduler = scheduler
         self.sessions = sessions
         self.metrics = metrics
@@ -73,10 +71,10 @@ class PlacementLoop:
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
             for task in self.tasks.queued()[:MAX_TASKS_PER_CYCLE]:
-                result = self.scheduler.schedule(task.request())
-                if result.cluster is not None:
-                    self.fleet.reserve(result.cluster, task.id, task.spec.requests(),
-                                       result.nodes)
+                request = task.request()
+                result = self.scheduler.schedule(request)
+                # Reserve at once, so the next decision in this cycle sees the capacity gone.
+                if result.cluster is not None and self.scheduler.reserve(request, result).ok:
                     placed.append((task, result))
                 else:
                     waiting.append((task, result))

@@ -227,7 +227,7 @@ class TaskBook:
             task.unschedulable_since = None
             task.reasons = {}
             task.scores = _scores(result)
-            best = next((s for s in result.scores if s.cluster == result.cluster), None)
+            best = next((v for v in result.verdicts if v.cluster == result.cluster), None)
             score = f" (score {best.score:.1f})" if best and best.score is not None else ""
             task.message = f"placed on {result.cluster}{score}"
             task.updated_at = now
@@ -295,17 +295,19 @@ class TaskBook:
             if phase == pb.TASK_PHASE_RUNNING and task.state != TaskState.RUNNING:
                 task.state = TaskState.RUNNING
                 task.message = f"running on {task.cluster}/{task.node}"
-                await self._save(task, now, "Running", task.message, "state", "node", "message")
+                await self._save(task, now, "Running", task.message, "state", "node", "message",
+                                 durable=False)
             elif phase == pb.TASK_PHASE_BOUND and changed:
-                await self._save(task, now, "Bound", f"bound to node {task.node}", "node")
+                await self._save(task, now, "Bound", f"bound to node {task.node}", "node",
+                                 durable=False)
         elif phase == pb.TASK_PHASE_UNSCHEDULABLE:
             if task.unschedulable_since is None:
                 task.unschedulable_since = time.monotonic()
             message = f"{task.cluster} cannot schedule it yet: {detail}"
             if message != task.message:
                 task.message = message
-                await self._save(task, now, "Unschedulable", message, "message")
-        elif phase == pb.TASK_PHASE_SUCCEEDED:
+                await self._save(task, now, "Unschedulable", message, "message", durable=False)
+        elif phase == pb.TASK_PHASE_SUCCEEDED:   # terminal: durable, so it never runs again
             await self._finish(task, TaskState.SUCCEEDED, name, detail or "completed")
         elif phase == pb.TASK_PHASE_FAILED:
             await self._finish(task, TaskState.FAILED, name, detail or "failed")
@@ -381,16 +383,20 @@ class TaskBook:
         self._drop(task)
 
     async def _event(self, task: ActiveTask, kind: str, message: str) -> None:
-        await self.writer.apply(events=[EventRecord(task.id, utcnow(), kind, message,
-                                                    task.cluster, task.generation)])
+        self.writer.enqueue(events=[EventRecord(task.id, utcnow(), kind, message,
+                                                task.cluster, task.generation)])
 
     async def _save(self, task: ActiveTask, now: datetime, kind: str, message: str,
-                    *fields: str) -> None:
+                    *fields: str, durable: bool = True) -> None:
+        """Persist a transition; ``durable=False`` queues it without waiting (agent reports,
+        which the agent's next full inventory repeats if the hub crashes first)."""
         task.updated_at = now
-        await self.writer.apply(
+        done = self.writer.enqueue(
             [_update(task, *fields, "updated_at")],
             [EventRecord(task.id, now, kind, message, task.cluster, task.generation)],
         )
+        if durable:
+            await done
 
     def get_active(self, name: str) -> ActiveTask:
         """An active task by name, or NotFound."""
@@ -408,7 +414,14 @@ def _update(task: ActiveTask, *fields: str) -> TaskUpdate:
 
 
 def _scores(result: PlacementResult) -> list[dict[str, Any]]:
-    return [s.model_dump(mode="json") for s in result.scores]
+    """Per-cluster verdicts as stored (the JSON shape of ``ClusterScore``), built without
+    pydantic: this runs for every placement."""
+    return [
+        {"cluster": v.cluster, "feasible": v.status.ok, "score": v.score,
+         "reason": None if v.status.ok else v.status.reason,
+         "plugin_scores": dict(v.plugin_scores)}
+        for v in result.verdicts
+    ]
 
 
 _SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",

@@ -9,6 +9,7 @@ single transaction (a batched commit). Reads do not come here: they run on other
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -25,6 +27,11 @@ class _Batch:
     events: Sequence[EventRecord]
     placements: Sequence[PlacementRecord]
     done: asyncio.Future[None]
+
+
+def _log_failure(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.error("store write failed: %s", done.exception())
 
 
 class StoreWriter:
@@ -57,13 +64,28 @@ class StoreWriter:
         placements: Sequence[PlacementRecord] = (),
     ) -> None:
         """Commit task updates, events and placements; waits until they are durable."""
+        await self.enqueue(updates, events, placements)
+
+    def enqueue(
+        self,
+        updates: Sequence[TaskUpdate] = (),
+        events: Sequence[EventRecord] = (),
+        placements: Sequence[PlacementRecord] = (),
+    ) -> asyncio.Future[None]:
+        """Queue a commit without waiting; writes keep their order. A failure is logged.
+
+        For what may be lost in a crash because it is re-derived (agent reports: the agent's
+        full inventory after a reconnect repeats them); anything acted on outside the hub
+        must use ``apply`` and wait.
+        """
         loop = asyncio.get_running_loop()
         batch = _Batch(list(updates), list(events), list(placements), loop.create_future())
+        batch.done.add_done_callback(_log_failure)
         self._pending.append(batch)
         if not self._flushing:
             self._flushing = True
             self._flusher = loop.create_task(self._flush())
-        await batch.done
+        return batch.done
 
     async def _flush(self) -> None:
         try:

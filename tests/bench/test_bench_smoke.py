@@ -1,0 +1,36 @@
+"""The benchmarks run at CI size and report sane figures. No timing is asserted: speed is
+measured by running them, and the figures go into notes, never into tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def run_bench(script: str, *args: str) -> dict[str, float]:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", "--json",
+                           *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_e2e_bench_places_every_task_on_ten_clusters() -> None:
+    result = run_bench("e2e_bench.py")
+    assert result["clusters"] == 10
+    assert result["placements_per_s"] > 0 and result["baseline_stored_per_s"] > 0
+    assert 0 < result["submit_to_running_p50_ms"] <= result["submit_to_running_p99_ms"]
+
+
+def test_placement_bench_runs_with_its_baseline() -> None:
+    result = run_bench("placement_bench.py")
+    assert result["decisions"] > 0
+    assert result["decisions_per_s"] > 0 and result["baseline_decisions_per_s"] > 0
