@@ -1,4 +1,4 @@
-"""The committed protobuf/gRPC code matches proto/: regenerate with python -m fuyao.wire.generate."""
+"""The committed protobuf and gRPC code matches proto/ (python -m fuyao.wire.generate)."""
 
 from __future__ import annotations
 
