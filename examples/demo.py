@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fuyaoctl.localstack import LocalStack, port_free
+from fuyaoctl.localstack import LocalStack, port_free, save_join
 
 ROOT = Path(__file__).resolve().parent
 FLEETS = ROOT / "fleets"
@@ -44,16 +44,13 @@ def fuyaoctl(hub: str, *args: str, capture: bool = False) -> str:
 
 
 def join(stack: LocalStack, name: str, labels: dict[str, str], weight: int) -> Path:
-    """``fuyaoctl cluster join`` and save the one-time token where the agent reads it."""
+    """``fuyaoctl cluster join``; save the one-time token and the hub's CA for the agent."""
     label_args = [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
     out = fuyaoctl(stack.url, "cluster", "join", name, "--weight", str(weight), *label_args,
                    "-o", "json", capture=True)
     joined = json.loads(out)
     print(f"agent command: {joined['agent_command']}", flush=True)
-    token_file = stack.home / f"{name}.token"
-    token_file.write_text(joined["token"] + "\n")
-    token_file.chmod(0o600)
-    return token_file
+    return save_join(stack.home, name, joined["token"], joined.get("ca_cert"))
 
 
 def settle(stack: LocalStack, timeout: float) -> None:

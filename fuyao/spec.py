@@ -293,6 +293,9 @@ class JoinResponse(BaseModel):
     token: str
     expires_at: datetime
     agent_command: str
+    ca_cert: str | None = Field(
+        default=None, description="PEM of the hub's CA: the agent verifies the hub with it"
+    )
 
 
 class ClusterView(BaseModel):

@@ -145,21 +145,21 @@ class LocalStack:
 
     def join(self, name: str, *, labels: dict[str, str] | None = None, weight: int = 1,
              headroom: float = 0.10) -> Path:
-        """Join a cluster; returns the token file (mode 0600) the agent will read."""
+        """Join a cluster; writes the token file (mode 0600) and the hub's CA certificate
+        (``<name>-ca.crt``) where the agent will read them; returns the token file."""
         with self.client() as client:
             resp = client.join_cluster(name, labels=labels, weight=weight, headroom=headroom)
-        token_file = self.home / f"{name}.token"
-        token_file.write_text(resp.token + "\n")
-        token_file.chmod(0o600)
-        return token_file
+        return save_join(self.home, resp.cluster, resp.token, resp.ca_cert)
 
     def start_agent(self, name: str, fleet: Path, *, token_file: Path | None = None,
                     extra: list[str] | None = None) -> Proc:
         """Start a simulated member agent for an already joined cluster."""
         token_file = token_file or self.home / f"{name}.token"
+        ca_file = token_file.with_name(f"{name}-ca.crt")
+        tls = ["--ca-cert", str(ca_file)] if ca_file.exists() else []
         argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
                 f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
-                str(token_file), "--state-dir", str(self.home / f"agent-{name}"),
+                str(token_file), *tls, "--state-dir", str(self.home / f"agent-{name}"),
                 "--backend", "sim", "--fleet", str(fleet), *self.agent_args, *(extra or [])]
         proc = self._spawn(f"agent-{name}", argv)
         self.agents[name] = proc
@@ -200,9 +200,21 @@ class LocalStack:
         self.close()
 
 
+def save_join(directory: Path, cluster: str, token: str, ca_cert: str | None) -> Path:
+    """Write what ``cluster join`` returned as the agent reads it: ``<cluster>.token``
+    (mode 0600) and, when the hub serves TLS, ``<cluster>-ca.crt``; returns the token file."""
+    token_file = directory / f"{cluster}.token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    if ca_cert:
+        (directory / f"{cluster}-ca.crt").write_text(ca_cert)
+    return token_file
+
+
 def remove_tree(path: Path) -> None:
     """Delete a stack's home directory."""
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["FuyaoError", "LocalStack", "Proc", "free_port", "port_free", "remove_tree"]
+__all__ = ["FuyaoError", "LocalStack", "Proc", "free_port", "port_free", "remove_tree",
+           "save_join"]

@@ -55,10 +55,14 @@ class Renderer:
             f"The join token below is shown only once; it expires {_when(answer.expires_at)}.",
             "", f"Token: {answer.token}", "",
         ]
-        token_file = _token_file(answer.agent_command)
+        token_file = _flag_value(answer.agent_command, "--token-file")
         if token_file:
             lines += ["Save it where the agent will read it:", "",
                       f"  (umask 077; echo {answer.token} > {token_file})", ""]
+        ca_file = _flag_value(answer.agent_command, "--ca-cert")
+        if answer.ca_cert and ca_file:
+            lines += ["Save the hub's CA certificate (the agent verifies the hub with it):", "",
+                      f"  cat > {ca_file} <<'EOF'", answer.ca_cert.strip(), "EOF", ""]
         lines += ["Run this where the agent can reach the hub (in or next to the member "
                   "cluster):", "", f"  {answer.agent_command}"]
         self._print("\n".join(lines))
@@ -278,16 +282,16 @@ def _events(view: TaskView) -> Table:
     return table
 
 
-def _token_file(command: str) -> str | None:
-    """The file an agent command reads its token from (``--token-file F``), if any."""
+def _flag_value(command: str, flag: str) -> str | None:
+    """The value of ``flag`` (``--flag F`` or ``--flag=F``) in a shell command, if any."""
     try:
         words = shlex.split(command)
     except ValueError:
         return None
     for index, word in enumerate(words):
-        if word.startswith("--token-file="):
+        if word.startswith(f"{flag}="):
             return word.partition("=")[2]
-        if word == "--token-file" and index + 1 < len(words):
+        if word == flag and index + 1 < len(words):
             return words[index + 1]
     return None
 

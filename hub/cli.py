@@ -45,6 +45,8 @@ def main() -> None:
 @click.option("--health-port", type=int, default=DEFAULT_HEALTH_PORT, show_default=True)
 @click.option("--advertise", default=None,
               help="HOST:PORT agents dial (shown in join commands). Default host:agent-port.")
+@click.option("--agent-insecure", is_flag=True, default=False,
+              help="Serve the agent port without TLS (behind a TLS-terminating proxy).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True,
                                                         dir_okay=False), default=None,
               help="YAML file: timings, placement profile, headroom_priority.")
@@ -52,13 +54,13 @@ def main() -> None:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
               agent_port: int, health_port: int, advertise: str | None,
-              config_file: Path | None, log_level: str) -> None:
+              agent_insecure: bool, config_file: Path | None, log_level: str) -> None:
     """Run the hub: REST API, agent channel, placement loop, store."""
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = HubConfig(home=home or default_home(), db_url=db_url, host=host,
                        api_port=api_port, agent_port=agent_port, health_port=health_port,
-                       advertise=advertise, timings=Timings())
+                       advertise=advertise, agent_tls=not agent_insecure, timings=Timings())
     try:
         if config_file is not None:
             config = load_config_file(config_file, config)

@@ -55,6 +55,7 @@ class ClusterManager:
         self.writer = writer
         self.fleet = fleet
         self.entries: dict[str, ClusterEntry] = {}
+        self.ca_cert: str | None = None       # PEM handed out with joins when TLS is on
         self._credentials: dict[str, str] = {}   # credential hash -> cluster
 
     async def load(self) -> None:
@@ -100,8 +101,10 @@ class ClusterManager:
             f"fuyao-agent --hub {self.config.agent_address} --cluster {rec.name} "
             f"--token-file {rec.name}.token"
         )
+        if self.ca_cert:
+            command += f" --ca-cert {rec.name}-ca.crt"
         return JoinResponse(cluster=rec.name, token=token, expires_at=expires,
-                            agent_command=command)
+                            agent_command=command, ca_cert=self.ca_cert)
 
     def get(self, name: str) -> ClusterEntry:
         """The entry for ``name`` or NotFound."""

@@ -45,6 +45,7 @@ class HubConfig:
     agent_port: int = DEFAULT_AGENT_PORT
     health_port: int = DEFAULT_HEALTH_PORT
     advertise: str | None = None      # HOST:PORT agents dial; default host:agent_port
+    agent_tls: bool = True            # TLS on the agent port with the hub's own CA
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)

@@ -29,6 +29,7 @@ from hub.config import HubConfig
 from hub.fleet import FleetView
 from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
+from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
 from hub.sessions import Sessions
@@ -59,11 +60,16 @@ class Hub:
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
+        self.pki: HubPKI | None = None
         self.started = False
         self.metrics.on_scrape(self._refresh_gauges)
 
     async def start(self) -> None:
         """Migrate the store, rebuild the in-memory state, start the loops."""
+        if self.config.agent_tls:
+            hosts = default_hosts(self.config.host, self.config.advertise)
+            self.pki = await asyncio.to_thread(ensure_pki, self.config.home, hosts)
+            self.clusters.ca_cert = self.pki.ca_cert.decode()
         version = await self.writer.call(self.store.migrate)
         await self.clusters.load()
         count = await self.tasks.load()

@@ -44,6 +44,28 @@ def _uvicorn(app: FastAPI, host: str, port: int) -> _Server:
     return _Server(config)
 
 
+def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
+    """The agent channel's gRPC server on ``address``, with TLS when the hub has its CA."""
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ])
+    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentChannel(hub), server)
+    if hub.pki is not None:
+        credentials = grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)])
+        bound = server.add_secure_port(address, credentials)
+    else:
+        log.warning("agent channel without TLS (--agent-insecure): use only behind a "
+                    "TLS-terminating proxy or on a trusted network")
+        bound = server.add_insecure_port(address)
+    if bound == 0:
+        raise OSError(f"cannot listen for agents on {address}")
+    return server
+
+
 async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     """Run the hub until ``stop`` is set or the process gets SIGTERM/SIGINT."""
     stop = stop or asyncio.Event()
@@ -56,17 +78,7 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     hub = Hub(config)
     await hub.start()
 
-    grpc_server = grpc.aio.server(options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.keepalive_time_ms", 20_000),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-    ])
-    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
-        AgentChannel(hub), grpc_server)
-    bound = grpc_server.add_insecure_port(f"{config.host}:{config.agent_port}")
-    if bound == 0:
-        raise OSError(f"cannot listen for agents on {config.host}:{config.agent_port}")
+    grpc_server = agent_server(hub, f"{config.host}:{config.agent_port}")
     await grpc_server.start()
 
     api = _uvicorn(create_app(hub), config.host, config.api_port)

@@ -34,6 +34,7 @@ from fuyao.spec import (
 )
 
 Handler = Callable[..., Any]
+FAKE_CA = "-----BEGIN CERTIFICATE-----\nZmFrZQ==\n-----END CERTIFICATE-----\n"
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
@@ -121,7 +122,9 @@ class FakeHub:
             cluster=request.name, token=token,
             expires_at=NOW + timedelta(seconds=request.token_ttl_seconds),
             agent_command=(f"fuyao-agent --hub fake:8849 --cluster {request.name} "
-                           f"--token-file {request.name}.token"),
+                           f"--token-file {request.name}.token "
+                           f"--ca-cert {request.name}-ca.crt"),
+            ca_cert=FAKE_CA,
         )
 
     def _cluster(self, name: str) -> ClusterView:

@@ -104,7 +104,12 @@ def test_join_prints_the_token_once_and_the_agent_command(run: Run, hub: FakeHub
     lines = result.stdout.splitlines()
     assert "Token: fyj_gpu-east_secret" in lines
     assert "  (umask 077; echo fyj_gpu-east_secret > gpu-east.token)" in lines
-    assert "  fuyao-agent --hub fake:8849 --cluster gpu-east --token-file gpu-east.token" in lines
+    assert ("  fuyao-agent --hub fake:8849 --cluster gpu-east --token-file gpu-east.token "
+            "--ca-cert gpu-east-ca.crt") in lines
+    ca_at = lines.index("  cat > gpu-east-ca.crt <<'EOF'")
+    assert lines[ca_at + 1: ca_at + 4] == ["-----BEGIN CERTIFICATE-----", "ZmFrZQ==",
+                                           "-----END CERTIFICATE-----"]
+    assert lines[ca_at + 4] == "EOF"
     joined = hub.clusters["gpu-east"]
     assert (joined.labels, joined.weight, joined.headroom) == (
         {"fuyao.io/region": "cn-east"}, 3, 0.2)
@@ -112,7 +117,7 @@ def test_join_prints_the_token_once_and_the_agent_command(run: Run, hub: FakeHub
 
 def test_join_json(run: Run) -> None:
     answer = as_json(run("-o", "json", "cluster", "join", "c1", "--token-ttl", "2h"))
-    assert set(answer) == {"cluster", "token", "agent_command", "expires_at"}
+    assert set(answer) == {"cluster", "token", "agent_command", "expires_at", "ca_cert"}
     assert answer["cluster"] == "c1"
     assert answer["expires_at"].startswith("2025-01-01T02:00:00")
 

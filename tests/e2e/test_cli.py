@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fuyaoctl.localstack import LocalStack
+from fuyaoctl.localstack import LocalStack, save_join
 from tests.e2e.conftest import gpu_pool, write_fleet
 
 pytestmark = pytest.mark.slow
@@ -38,8 +38,9 @@ def test_join_submit_list_capacity_through_the_cli(stack: LocalStack, tmp_path: 
                       "--weight", "3", "--headroom", "0.25")
     assert set(joined) >= {"cluster", "token", "agent_command"}
     assert f"--hub 127.0.0.1:{stack.agent_port}" in joined["agent_command"]
-    token_file = tmp_path / "east.token"
-    token_file.write_text(joined["token"])
+    assert joined["ca_cert"].startswith("-----BEGIN CERTIFICATE-----")
+    assert "--ca-cert east-ca.crt" in joined["agent_command"]
+    token_file = save_join(tmp_path, "east", joined["token"], joined["ca_cert"])
     fleet = write_fleet(tmp_path / "east.yaml", [gpu_pool("a100", "NVIDIA-A100-SXM4-80GB", 8)])
     stack.start_agent("east", fleet, token_file=token_file)
     stack.wait_ready(["east"])

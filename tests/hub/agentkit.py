@@ -29,10 +29,14 @@ def gpu_node(name: str, product: str, gpus: int, cpu: int = 64, mem_gib: int = 5
 class RawAgent:
     """One registered cluster's stream, driven by the test."""
 
-    def __init__(self, address: str, cluster: str) -> None:
+    def __init__(self, address: str, cluster: str, ca_cert: bytes | None = None) -> None:
         self.address = address
         self.cluster = cluster
-        self.channel = grpc.aio.insecure_channel(address)
+        if ca_cert is None:
+            self.channel = grpc.aio.insecure_channel(address)
+        else:
+            creds = grpc.ssl_channel_credentials(root_certificates=ca_cert)
+            self.channel = grpc.aio.secure_channel(address, creds)
         self.stub = pb_grpc.AgentChannelStub(self.channel)
         self.credential = ""
         self.outbox: asyncio.Queue[pb.AgentMessage | None] = asyncio.Queue()

@@ -12,11 +12,10 @@ import grpc
 import httpx
 import pytest
 
-from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
-from hub.agent_service import AgentChannel
 from hub.api import create_app
 from hub.config import HubConfig, Timings
 from hub.core import Hub
+from hub.server import agent_server
 
 FAST = Timings(unknown_after=1.0, not_ready_after=2.0, eviction_timeout=0.5,
                unschedulable_timeout=1.0, placement_interval=0.1, monitor_interval=0.1)
@@ -40,16 +39,16 @@ class HubHarness:
     grpc_server: grpc.aio.Server
 
 
-async def start_harness(home: Path, timings: Timings = FAST,
-                        db_url: str | None = None) -> HubHarness:
-    """Start a hub (SQLite in ``home`` unless ``db_url``), its REST app and agent channel."""
+async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None = None,
+                        tls: bool = False) -> HubHarness:
+    """Start a hub (SQLite in ``home`` unless ``db_url``), its REST app and agent channel
+    (plaintext unless ``tls``: the TLS path has its own tests)."""
     port = free_port()
-    hub = Hub(HubConfig(home=home, db_url=db_url, agent_port=port, timings=timings))
+    hub = Hub(HubConfig(home=home, db_url=db_url, agent_port=port, timings=timings,
+                        agent_tls=tls))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
-    server = grpc.aio.server()
-    pb_grpc.add_AgentChannelServicer_to_server(AgentChannel(hub), server)
-    server.add_insecure_port(f"127.0.0.1:{port}")
+    server = agent_server(hub, f"127.0.0.1:{port}")
     await server.start()
     api = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(hub)),
                             base_url="http://hub")

@@ -7,14 +7,16 @@ copies are cancelled, sequence gaps trigger a resync, and a lost cluster's tasks
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
 from fuyao.wire.v1 import agent_pb2 as pb
+from hub.pki import ensure_pki
 from tests.hub.agentkit import RawAgent, gpu_node
-from tests.hub.conftest import HubHarness
+from tests.hub.conftest import HubHarness, start_harness, stop_harness
 
 
 async def join(h: HubHarness, name: str, **extra: Any) -> str:
@@ -162,3 +164,28 @@ async def test_removed_cluster_requeues_its_tasks(harness: HubHarness) -> None:
     assert (await task(harness, "inf"))["state"] == "Queued"
     assert await east.status() == grpc.StatusCode.UNAUTHENTICATED
     await east.close()
+
+
+async def test_tls_channel_verifies_the_hub_with_the_ca_from_the_join(tmp_path: Path) -> None:
+    h = await start_harness(tmp_path / "hub", tls=True)
+    try:
+        r = await h.api.post("/api/v1/clusters", json={"name": "east"})
+        joined = r.json()
+        assert "--ca-cert east-ca.crt" in joined["agent_command"]
+        plaintext = RawAgent(h.agent_address, "east")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await plaintext.register(joined["token"])
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        await plaintext.close()
+        stranger_ca = ensure_pki(tmp_path / "other", ["127.0.0.1"]).ca_cert
+        impostor = RawAgent(h.agent_address, "east", ca_cert=stranger_ca)
+        with pytest.raises(grpc.aio.AioRpcError):
+            await impostor.register(joined["token"])
+        await impostor.close()
+        agent = RawAgent(h.agent_address, "east", ca_cert=joined["ca_cert"].encode())
+        await agent.register(joined["token"])
+        await agent.connect([gpu_node("t4-0", "Tesla-T4", 4)])
+        await until(h, lambda: h.hub.clusters.entries["east"].record.state == "Ready")
+        await agent.close()
+    finally:
+        await stop_harness(h)
