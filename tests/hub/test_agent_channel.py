@@ -189,3 +189,26 @@ async def test_tls_channel_verifies_the_hub_with_the_ca_from_the_join(tmp_path: 
         await agent.close()
     finally:
         await stop_harness(h)
+
+
+async def test_task_a_member_cannot_schedule_spills_over_to_another_cluster(
+        harness: HubHarness) -> None:
+    east = await ready_agent(harness, "east", [gpu_node("a-0", "NVIDIA-A100-PCIE-40GB", 8)],
+                             weight=10)
+    west = await ready_agent(harness, "west", [gpu_node("b-0", "NVIDIA-A100-PCIE-40GB", 8)],
+                             weight=1)
+    await harness.api.post("/api/v1/tasks", json={"name": "stuck", "gpu": 1})
+    place = (await east.expect("place")).place
+    east.report(place.task_id, 1, pb.TASK_PHASE_UNSCHEDULABLE, reason="node a-0 is draining")
+    # Past unschedulable_timeout (1 s here) the hub cancels east's copy and tries west.
+    cancel = (await east.expect("cancel", timeout=10)).cancel
+    assert (cancel.task_id, cancel.generation) == (place.task_id, 1)
+    moved = (await west.expect("place", timeout=10)).place
+    assert (moved.task_id, moved.generation) == (place.task_id, 2)
+    view = await task(harness, "stuck")
+    assert view["cluster"] == "west"
+    messages = [e["message"] for e in view["events"]]
+    assert any("node a-0 is draining" in m for m in messages)
+    assert any("trying another cluster" in m for m in messages)
+    await east.close()
+    await west.close()
