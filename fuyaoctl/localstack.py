@@ -151,9 +151,10 @@ class LocalStack:
             resp = client.join_cluster(name, labels=labels, weight=weight, headroom=headroom)
         return save_join(self.home, resp.cluster, resp.token, resp.ca_cert)
 
-    def start_agent(self, name: str, fleet: Path, *, token_file: Path | None = None,
+    def start_agent(self, name: str, fleet: Path | str, *, token_file: Path | None = None,
                     extra: list[str] | None = None) -> Proc:
-        """Start a simulated member agent for an already joined cluster."""
+        """Start a simulated member agent for an already joined cluster; ``fleet`` is a fleet
+        file or a trace node list slice (``FILE.csv:START:COUNT``)."""
         token_file = token_file or self.home / f"{name}.token"
         ca_file = token_file.with_name(f"{name}-ca.crt")
         tls = ["--ca-cert", str(ca_file)] if ca_file.exists() else []
@@ -165,7 +166,7 @@ class LocalStack:
         self.agents[name] = proc
         return proc
 
-    def join_and_start(self, name: str, fleet: Path, **join: object) -> Proc:
+    def join_and_start(self, name: str, fleet: Path | str, **join: object) -> Proc:
         """Join a cluster and start its agent: the whole join flow."""
         self.join(name, **join)  # type: ignore[arg-type]
         return self.start_agent(name, fleet)
