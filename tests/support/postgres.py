@@ -10,6 +10,7 @@ PostgreSQL errors with the reason instead of being skipped.
 
 from __future__ import annotations
 
+import glob
 import os
 import pwd
 import shutil
@@ -27,7 +28,9 @@ from sqlalchemy.engine import make_url
 
 ENV_URL = "FUYAO_TEST_PG_URL"
 _UNPRIVILEGED_USERS = ("postgres", "nobody")
-_SEARCH_PATH = "/usr/local/bin:/usr/lib/postgresql/15/bin"
+# Debian keeps server binaries per major version, newest first.
+_SEARCH_PATH = ":".join(["/usr/local/bin", *sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                                                    reverse=True)])
 
 
 class PostgresUnavailable(RuntimeError):
