@@ -6,7 +6,7 @@ index-backed search the NodeFit plugin runs. See docs/concepts/placement.md.
 """
 
 from hub.fleet.cluster import ClusterInfo, Matches, ModelTotals
-from hub.fleet.fit import Fit, Miss, MissKind, find_fit
+from hub.fleet.fit import Fit, Miss, MissKind, find_fit, find_plain_fit
 from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState
 from hub.fleet.view import PER_NODE_LABEL_KEYS, FleetView, Reservation
 
@@ -25,4 +25,5 @@ __all__ = [
     "NodeState",
     "Reservation",
     "find_fit",
+    "find_plain_fit",
 ]

@@ -6,6 +6,10 @@ only the buckets of ``hub.fleet.cluster`` that can hold a replica, checks the fe
 nodes exactly (cpu, memory, pods, devices) and returns a ``Fit`` - one node per replica, all
 replicas on devices of one model - or a ``Miss`` saying which requirement no node met.
 
+``find_plain_fit`` is the same search for a CPU-only task restricted to nodes without
+accelerators (the AcceleratorFit score plugin asks it when ``find_fit`` had to use a GPU
+node).
+
 ``plan_holds`` is what ``FleetView.reserve`` uses to turn "these nodes" into exact holds
 (which devices, how much of each), refusing with ``Conflict`` when the nodes no longer fit.
 """
@@ -90,6 +94,28 @@ def find_fit(
         if (out.kind, out.placed) > (best.kind, best.placed):
             best = out
     return best
+
+
+def find_plain_fit(
+    cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
+) -> Fit | Miss:
+    """``find_fit`` on nodes without accelerators only (a GPU request never fits there).
+
+    Reads only the label groups that hold such a node - groups are accelerator-free unless
+    their labels do not tell GPU nodes apart - and their cpu buckets that can hold a replica.
+    ``Miss.placed`` says how many replicas did fit (for ``GANG``).
+    """
+    if requests.gpu_milli:
+        return _MISS_GPU
+    if cluster.schedulable_nodes == 0:
+        return _MISS_NO_NODES
+    found = cluster.matching(selector, key)
+    groups = tuple(g for g in found.groups if g.gpu_nodes < len(g.nodes))
+    if not groups:
+        return _MISS_NO_MATCH
+    plain = Matches(groups, (), found.per_node)
+    candidates = (c for c in _cpu_candidates(plain, requests) if not c[0].classes)
+    return _assign(candidates, requests, selector, None)
 
 
 def _by_room(

@@ -7,6 +7,7 @@ from YAML) at startup and hands it to the ``Scheduler``::
     scores:
       - {name: ClusterWeight, weight: 2}
       - {name: Headroom, weight: 1}
+      - {name: AcceleratorFit, weight: 3}
     reserves: [FleetReservation]
 
 Order and weights come from these lists only - never from dict iteration. A section left
@@ -134,10 +135,16 @@ def _no_repeats(names: tuple[str, ...], section: str) -> None:
 
 DEFAULT_PROFILE = Profile(
     filters=("ClusterReady", "NodeFit", "Headroom"),
-    scores=(ScoreEntry("ClusterWeight", 2.0), ScoreEntry("Headroom", 1.0)),
+    scores=(ScoreEntry("ClusterWeight", 2.0), ScoreEntry("Headroom", 1.0),
+            ScoreEntry("AcceleratorFit", 3.0)),
     reserves=("FleetReservation",),
 )
 """Ready clusters whose nodes match and fit, outside the reserve; weight first, then room.
+
+CPU-only work goes where it fits without accelerator nodes whenever such a cluster is
+feasible: ClusterWeight (x2) and Headroom (x1) together move a total by at most 300, so
+AcceleratorFit's x3 outweighs them (a tie goes to the first name); lower it to trade that
+preference against cluster weights. It is neutral for GPU tasks.
 
 (NodeFit already rejects clusters where no node matches the selector, with TaskSelector's
 reason, so TaskSelector is for profiles that want label matching without capacity.)"""

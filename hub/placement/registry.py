@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from hub.placement.framework import PluginFactory
+from hub.placement.plugins.accelerator_fit import AcceleratorFit
 from hub.placement.plugins.cluster_ready import ClusterReady
 from hub.placement.plugins.cluster_weight import ClusterWeight
 from hub.placement.plugins.fleet_reservation import FleetReservation
@@ -25,6 +26,7 @@ DEFAULT_REGISTRY: Registry = MappingProxyType({
     NodeFit.name: NodeFit,
     Headroom.name: Headroom,
     ClusterWeight.name: ClusterWeight,
+    AcceleratorFit.name: AcceleratorFit,
     FleetReservation.name: FleetReservation,
 })
 

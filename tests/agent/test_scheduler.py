@@ -160,3 +160,57 @@ def test_release_gives_back_exactly_what_was_taken() -> None:
 def test_ties_break_by_node_name() -> None:
     scheduler = LocalScheduler([cpu_node("c2"), cpu_node("c1"), cpu_node("c3")])
     assert nodes_of(scheduler.schedule(req(), parse_selector(""))) == ["c1"]
+
+
+# CPU-only work keeps off accelerator nodes while an accelerator-free node fits (a soft
+# taint, like nvidia.com/gpu:PreferNoSchedule); past that, the policy's score decides.
+# name: (nodes, policy, bound first as (selector, requests), selector, requests, wanted nodes)
+CPU_ONLY: dict[str, tuple[list[NodeInfo], Policy, list[tuple[str, TaskRequests]], str,
+                          TaskRequests, list[str]]] = {
+    "busy GPU node does not attract CPU work": (
+        FLEET, Policy.BEST_FIT, [("fuyao.io/gpu-model = A100", req(cpu=8000, gpu=1000))],
+        "", req(), ["arm-0"],
+    ),
+    "spread keeps CPU work off an idle GPU node too": (
+        [gpu_node("a100-0", 8, "NVIDIA-A100-SXM4-80GB", 81920), cpu_node("cpu-0")],
+        Policy.SPREAD, [], "", req(), ["cpu-0"],
+    ),
+    "GPU node only when no CPU node has room, then best fit": (
+        [gpu_node("a100-0", 8, "NVIDIA-A100-SXM4-80GB", 81920),
+         gpu_node("t4-0", 4, "Tesla-T4", 15360), cpu_node("cpu-0", cpu="2")],
+        Policy.BEST_FIT, [("fuyao.io/gpu-model = T4", req(gpu=1000))],
+        "", req(cpu=4000), ["t4-0"],
+    ),
+    "selector only GPU nodes match": (
+        FLEET, Policy.BEST_FIT, [], "fuyao.io/gpu-model = T4", req(), ["t4-0"],
+    ),
+    "cordoned CPU node leaves the GPU node": (
+        [gpu_node("a100-0", 8, "NVIDIA-A100-SXM4-80GB", 81920),
+         replace(cpu_node("cpu-0"), unschedulable=True)],
+        Policy.BEST_FIT, [], "", req(), ["a100-0"],
+    ),
+    "gang spills onto a GPU node only past the CPU room": (
+        [gpu_node("a100-0", 8, "NVIDIA-A100-SXM4-80GB", 81920), cpu_node("cpu-0", cpu="4")],
+        Policy.SPREAD, [], "", req(cpu=2000, n=3), ["a100-0", "cpu-0", "cpu-0"],
+    ),
+    "GPU share still packs onto the busy card's node": (
+        FLEET, Policy.BEST_FIT, [("fuyao.io/gpu-model = A100", req(gpu=300))],
+        "", req(gpu=300), ["a100-0"],
+    ),
+    "whole card still best-fits the smaller GPU node": (
+        FLEET, Policy.BEST_FIT, [], "", req(gpu=1000), ["t4-0"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("nodes", "policy", "first", "selector", "request_", "wanted"),
+                         CPU_ONLY.values(), ids=CPU_ONLY)
+def test_cpu_only_work_prefers_nodes_without_accelerators(
+    nodes: list[NodeInfo], policy: Policy, first: list[tuple[str, TaskRequests]],
+    selector: str, request_: TaskRequests, wanted: list[str],
+) -> None:
+    scheduler = LocalScheduler(nodes, policy)
+    for earlier_selector, earlier in first:
+        nodes_of(scheduler.schedule(earlier, parse_selector(earlier_selector)))
+    outcome = scheduler.schedule(request_, parse_selector(selector))
+    assert sorted(nodes_of(outcome)) == wanted

@@ -4,9 +4,14 @@ Called by ``member_agent.backends.sim.backend``. Modelled on kube-scheduler: fil
 (cordon, node selector, pod slots, cpu, memory, GPU devices), score the survivors, pick the
 best with a deterministic tie-break by node name. ``best-fit`` scores like kube's
 ``MostAllocated`` (the node left fullest wins, which packs); ``spread`` like
-``LeastAllocated``. Accounting is per GPU device, so ``DeviceInfo.free_milli`` stays truthful:
-a whole-card request takes cards with ``free_milli == 1000``; a share (< 1000 milli) takes
-part of one card, best-fit choosing the fullest card it still fits on.
+``LeastAllocated``. A CPU-only replica (no GPU request) prefers nodes without accelerators,
+whatever the policy, like a ``nvidia.com/gpu:PreferNoSchedule`` taint on GPU nodes: it goes
+to a node with devices only when no accelerator-free node fits, and then the policy's score
+picks among those. GPU requests (shares and whole cards) are scored as before.
+
+Accounting is per GPU device, so ``DeviceInfo.free_milli`` stays truthful: a whole-card
+request takes cards with ``free_milli == 1000``; a share (< 1000 milli) takes part of one
+card, best-fit choosing the fullest card it still fits on.
 """
 
 from __future__ import annotations
@@ -164,17 +169,21 @@ class LocalScheduler:
 
     def _bind_one(self, req: TaskRequests, selector: NodeMatcher) -> Binding | Unfit:
         reasons: Counter[str] = Counter()
-        candidates: list[tuple[float, str, tuple[tuple[str, int], ...]]] = []
+        candidates: list[tuple[bool, float, str, tuple[tuple[str, int], ...]]] = []
+        cpu_only = req.gpu_milli == 0
         for node in self._nodes.values():
             verdict = self._filter(node, req, selector)
             if isinstance(verdict, str):
                 reasons[verdict] += 1
             else:
-                candidates.append((-self._score(node, req), node.name, verdict))
+                # Accelerator nodes last for CPU-only work (a soft taint), then the policy.
+                spends_accelerators = cpu_only and bool(node.devices)
+                candidates.append(
+                    (spends_accelerators, -self._score(node, req), node.name, verdict))
         if not candidates:
             parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=_by_count))
             return Unfit(f"0/{len(self._nodes)} nodes are available: {parts}.")
-        _, name, devices = min(candidates)
+        _, _, name, devices = min(candidates)
         node = self._nodes[name]
         node.used = ResourceAmounts(
             cpu_milli=node.used.cpu_milli + req.cpu_milli,
