@@ -5,18 +5,22 @@ long-lived stream per agent: the credential in the ``authorization`` metadata na
 cluster (never a message field), the agent sends Hello, a full Inventory, then deltas,
 heartbeats and task reports; the hub answers with PlaceTask / CancelTask commands and asks
 for a resync when a delta's sequence number shows a gap. Messages of one stream are handled
-strictly in order. Error mapping: ``FuyaoError.grpc_code`` becomes the stream status.
+strictly in order, each one whole even if the stream ends meanwhile. Error mapping:
+``FuyaoError.grpc_code`` becomes the status of a refused call; a message the hub cannot apply
+ends the stream UNAVAILABLE (store outage) or INTERNAL, with the reason, and the agent's
+reconnect and full inventory repeat what was lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
 import grpc
 
-from fuyao.errors import FuyaoError, Unauthenticated
+from fuyao.errors import FuyaoError, Transient, Unauthenticated
 from fuyao.inventory import node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
@@ -73,6 +77,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         session = self.hub.sessions.open(cluster)
         log.info("cluster %s: agent stream open", cluster)
         reader = asyncio.create_task(self._read(session, request_iterator))
+        failure: FuyaoError | None = None
         try:
             while True:
                 getter = asyncio.create_task(session.outbox.get())
@@ -87,23 +92,43 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 yield msg
         finally:
             reader.cancel()
-            if self.hub.sessions.close(session):
+            current = self.hub.sessions.close(session)
+            with contextlib.suppress(asyncio.CancelledError):
+                failure = await reader    # the message being applied finishes first
+            if current:
                 await self.hub.clusters.disconnected(cluster)
             log.info("cluster %s: agent stream closed", cluster)
         if cluster not in self.hub.clusters.entries:
             await _abort(context, Unauthenticated(f"cluster {cluster} was removed"))
+        if failure is not None:     # the agent learns why; its next inventory repeats it all
+            await _abort(context, failure)
 
     async def _read(self, session: AgentSession,
-                    messages: AsyncIterator[pb.AgentMessage]) -> None:
+                    messages: AsyncIterator[pb.AgentMessage]) -> FuyaoError | None:
+        """Handle the stream's messages in order; the error that ended it, if one did."""
         try:
             async for msg in messages:
-                await self.handle(session, msg)
+                # Applied whole even if the stream ends meanwhile: a transition cancelled
+                # after its write but before its in-memory step would leave them disagreeing.
+                handling = asyncio.ensure_future(self.handle(session, msg))
+                try:
+                    await asyncio.shield(handling)
+                except asyncio.CancelledError:
+                    await handling
+                    raise
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError:
             pass
-        except Exception:
+        except FuyaoError as exc:
+            # Not the error's own code: NOT_FOUND or INVALID_ARGUMENT would stop the agent
+            # for good, where a reconnect and a fresh inventory is the cure.
+            log.warning("cluster %s: ending the stream: %s", session.cluster, exc.message)
+            return exc if isinstance(exc, Transient) else FuyaoError(exc.message)
+        except Exception as exc:
             log.exception("cluster %s: error handling agent message", session.cluster)
+            return FuyaoError(f"hub error handling an agent message: {type(exc).__name__}")
+        return None
 
     async def handle(self, session: AgentSession, msg: pb.AgentMessage) -> None:
         """Apply one agent message, in stream order."""
@@ -119,7 +144,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             hub.fleet.replace_nodes(cluster, [node_from_proto(n) for n in msg.inventory.nodes])
             session.seq = msg.inventory.seq
             session.awaiting_resync = False
-            send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks))
+            send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks,
+                                                             since=session.opened))
             hub.placement.poke()
         elif kind == "delta":
             delta = msg.delta

@@ -214,8 +214,8 @@ class ClusterManager:
     async def save_heartbeats(self) -> None:
         """Persist last-heartbeat times of connected clusters (not on every beat)."""
         now = utcnow()
-        for name, entry in self.entries.items():
-            if entry.connected:
+        for name in [n for n, e in self.entries.items() if e.connected]:
+            if name in self.entries:    # joins and removals go on meanwhile
                 await self._update(name, last_heartbeat=now)
 
     # -- views -----------------------------------------------------------------------------

@@ -88,6 +88,10 @@ class Hub:
                 await loop
         for name in list(self.clusters.entries):
             self.sessions.close_cluster(name)
+        try:
+            await self.writer.apply()   # commits after every write queued before it
+        except Exception:
+            log.exception("writes queued at stop could not be committed")
         self.writer.close()
         self.store.close()
 
@@ -118,7 +122,9 @@ class Hub:
 
     async def remove_cluster(self, name: str) -> dict[str, object]:
         """Remove a cluster; its tasks go back to the queue, never lost."""
-        self.clusters.get(name)
+        # Cordoned first: a placement cycle while its tasks are re-queued must not put them
+        # (or others) back on it, which would leave them Placed on a cluster that is gone.
+        await self.clusters.set_cordoned(name, True)
         commands = await self.tasks.requeue_cluster(name, f"cluster {name} was removed")
         send_all(self.sessions, commands)
         await self.clusters.remove(name)

@@ -73,6 +73,12 @@ class PlacementLoop:
             for task in self.tasks.queued()[:MAX_TASKS_PER_CYCLE]:
                 request = task.request()
                 result = self.scheduler.schedule(request)
+                if result.cluster is None and task.avoid:
+                    # Spill-over is a preference: with nowhere else to go, the clusters that
+                    # could not schedule it are candidates again (not excluded forever).
+                    task.avoid.clear()
+                    request = task.request()
+                    result = self.scheduler.schedule(request)
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.
                 if result.cluster is not None and self.scheduler.reserve(request, result).ok:
                     placed.append((task, result))

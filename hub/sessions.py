@@ -26,6 +26,7 @@ class AgentSession:
     outbox: asyncio.Queue[pb.HubMessage | None] = field(default_factory=asyncio.Queue)
     seq: int | None = None          # last inventory sequence applied; None until a full inventory
     connected_at: float = field(default_factory=time.time)
+    opened: float = field(default_factory=time.monotonic)   # to compare with task dispatch
     awaiting_resync: bool = False   # a ResyncRequest is out; deltas are dropped until then
     closed: bool = False
 

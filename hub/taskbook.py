@@ -6,7 +6,8 @@ the store at start. Transitions come from the REST API (submit, cancel), the pla
 Failed, Unschedulable, Cancelled) and the monitor (failover, spill-over). Each transition
 writes its task update and timeline event through the one store writer; commands to agents
 are returned to the caller to send only after the write is durable, so a crash never leaves
-an agent running something the store does not know about.
+an agent running something the store does not know about; a transition whose durable write
+fails leaves the task as it was.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fuyao.errors import Conflict, NotFound
+from fuyao.errors import Conflict, FuyaoError, NotFound
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -44,6 +45,7 @@ PHASE_NAMES = {
     pb.TASK_PHASE_CANCELLED: "Cancelled",
 }
 TERMINAL_PHASES = {pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED, pb.TASK_PHASE_CANCELLED}
+UNBOUND_PHASES = {pb.TASK_PHASE_ACCEPTED, pb.TASK_PHASE_UNSCHEDULABLE}
 
 
 @dataclass
@@ -68,6 +70,8 @@ class ActiveTask:
     failover: bool = False            # next placement may use the headroom reserve
     avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
     unschedulable_since: float | None = None
+    dispatched_at: float | None = None   # monotonic time its PlaceTask went out to be sent
+    saving: bool = False              # a re-queue is being written: not placeable yet
     _request: PlacementRequest | None = None
 
     @classmethod
@@ -196,7 +200,8 @@ class TaskBook:
 
     def queued(self) -> list[ActiveTask]:
         """Queued tasks in placement order: higher priority first, then submission order."""
-        waiting = [t for t in self.active.values() if t.state == TaskState.QUEUED]
+        waiting = [t for t in self.active.values()
+                   if t.state == TaskState.QUEUED and not t.saving]
         waiting.sort(key=lambda t: (-t.priority, t.seq))
         return waiting
 
@@ -260,6 +265,9 @@ class TaskBook:
                 self.fleet.release(task.id)
                 _restore(task, snap)
             return []
+        sent = time.monotonic()     # the caller sends the commands right away
+        for task, _ in undo:
+            task.dispatched_at = sent
         return commands
 
     # -- agent reports ----------------------------------------------------------------------
@@ -268,8 +276,9 @@ class TaskBook:
         """Apply one task report from ``cluster``'s agent; returns commands to send."""
         task = self.active.get(rep.task_id)
         terminal = rep.phase in TERMINAL_PHASES
-        if task is None or task.cluster != cluster or rep.generation < task.generation:
-            # A copy the hub no longer wants (ended, moved, or a stale generation).
+        if (task is None or task.state.terminal or task.cluster != cluster
+                or rep.generation < task.generation):
+            # A copy the hub no longer wants (ended or ending, moved, or a stale generation).
             if terminal:
                 return []
             return [cancel_command(cluster, rep.task_id, rep.generation,
@@ -321,27 +330,44 @@ class TaskBook:
 
     async def requeue(self, task: ActiveTask, reason: str, *, failover: bool,
                       avoid: str | None = None) -> list[Command]:
-        """Back to Queued (the next placement gets a new generation); cancels the old copy."""
+        """Back to Queued (the next placement gets a new generation); cancels the old copy.
+
+        A task already ending is left alone. If the write fails the task stays as it was
+        and the error is raised: what asked for the re-queue asks again (the next tick, the
+        next inventory, the operator's retry).
+        """
         commands: list[Command] = []
+        if task.state.terminal:
+            return commands
         if task.cluster is not None:
             commands.append(cancel_command(task.cluster, task.id, task.generation, reason))
-        if avoid:
-            task.avoid.add(avoid)
-        self.fleet.release(task.id)
+        snap = _snapshot(task)
         task.state = TaskState.QUEUED
         task.cluster = None
         task.node = None
         task.failover = failover
         task.unschedulable_since = None
+        task.dispatched_at = None
         task.message = reason
-        await self._save(task, utcnow(), "Requeued", reason, "state", "cluster", "node",
-                         "message")
+        task.saving = True
+        try:
+            await self._save(task, utcnow(), "Requeued", reason, "state", "cluster", "node",
+                             "message")
+        except Exception:
+            if task.state == TaskState.QUEUED:    # not cancelled meanwhile
+                _restore(task, snap)
+            raise
+        finally:
+            task.saving = False
+        if avoid:
+            task.avoid.add(avoid)
+        self.fleet.release(task.id)
         return commands
 
     async def requeue_cluster(self, cluster: str, reason: str) -> list[Command]:
         """Fail over every task placed on or running in ``cluster``."""
         commands: list[Command] = []
-        for task in [t for t in self.active.values() if t.cluster == cluster]:
+        for task in self.on_cluster(cluster):
             commands += await self.requeue(task, reason, failover=True)
         return commands
 
@@ -357,29 +383,67 @@ class TaskBook:
             if t.unschedulable_since is not None and now - t.unschedulable_since > timeout
         ]
 
-    async def reconcile(self, cluster: str, reports: Iterable[pb.TaskReport]) -> list[Command]:
-        """Compare a full inventory's task list with what the hub expects of ``cluster``."""
+    async def reconcile(self, cluster: str, reports: Iterable[pb.TaskReport],
+                        since: float | None = None) -> list[Command]:
+        """Compare a full inventory's task list with what the hub expects of ``cluster``.
+
+        ``since``: when the stream that carried the inventory opened (monotonic). A task
+        dispatched on that stream after it opened may be missing only because its PlaceTask
+        crossed the inventory on the wire; it is not re-placed (the agent still gets it, or
+        the stream breaks and the next inventory is compared again).
+        """
         commands: list[Command] = []
         seen: set[str] = set()
         for rep in reports:
             task = self.active.get(rep.task_id)
             if task is not None and task.cluster == cluster and rep.generation == task.generation:
                 seen.add(task.id)
+                if rep.phase in UNBOUND_PHASES and task.state == TaskState.PLACED:
+                    await self._hold_again(task)
             commands += await self.report(cluster, rep)
         for task in self.on_cluster(cluster):
-            if task.id not in seen:
+            crossed = (since is not None and task.dispatched_at is not None
+                       and task.dispatched_at > since)
+            if task.id not in seen and not crossed:
                 # The member does not know it (lost with the member, or the hub died before
                 # the command went out): place it again.
                 commands += await self.requeue(task, f"{cluster} does not have it; re-placing",
                                                failover=True)
         return commands
 
+    async def _hold_again(self, task: ActiveTask) -> None:
+        """Hold a placed, not yet bound task's nodes again if it holds nothing (as after a hub
+        restart): the member's own accounting does not count it until it binds."""
+        if self.fleet.reservation(task.id) is not None:
+            return
+        cluster, generation = task.cluster, task.generation
+        history = await self.writer.read(self.writer.store.placements, task.id)
+        last = next((p for p in reversed(history) if p.generation == generation), None)
+        if (last is None or last.cluster != cluster or cluster is None
+                or (task.state, task.cluster, task.generation)
+                != (TaskState.PLACED, cluster, generation)
+                or self.fleet.reservation(task.id) is not None):
+            return      # changed while the placement was read
+        try:
+            self.fleet.reserve(cluster, task.id, task.spec.requests(), last.nodes)
+        except FuyaoError as exc:
+            log.warning("task %s: cannot hold its nodes on %s again: %s", task.name, cluster,
+                        exc.message)
+
     # -- internals ------------------------------------------------------------------------------
 
     async def _finish(self, task: ActiveTask, state: TaskState, kind: str, message: str) -> None:
+        """End the task: terminal in memory at once (reports and re-queues leave it alone),
+        dropped once durable; if the write fails it is as it was and the error raised."""
+        snap = _snapshot(task)
         task.state = state
         task.message = message
-        await self._save(task, utcnow(), kind, message, "state", "message")
+        try:
+            await self._save(task, utcnow(), kind, message, "state", "message")
+        except Exception:
+            if task.state == state:
+                _restore(task, snap)
+            raise
         self._drop(task)
 
     async def _event(self, task: ActiveTask, kind: str, message: str) -> None:
@@ -425,7 +489,7 @@ def _scores(result: PlacementResult) -> list[dict[str, Any]]:
 
 
 _SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",
-                    "message", "updated_at", "unschedulable_since")
+                    "message", "updated_at", "unschedulable_since", "dispatched_at")
 
 
 def _snapshot(task: ActiveTask) -> dict[str, Any]:
