@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from fuyao.errors import Conflict, NotFound, Unauthenticated
@@ -36,7 +36,8 @@ def utcnow() -> datetime:
 class ClusterEntry:
     """The hub's live knowledge of one cluster."""
 
-    record: ClusterRecord
+    record: ClusterRecord               # labels: those given at join (stored)
+    agent_labels: dict[str, str] = field(default_factory=dict)  # from the agent's Hello
     last_seen: float = 0.0              # monotonic time of the last heartbeat or message
     not_ready_since: float | None = None
     connected: bool = False
@@ -45,6 +46,11 @@ class ClusterEntry:
     def state(self) -> ClusterState:
         """Health state as stored (Cordoned is shown by ``view``, not stored)."""
         return ClusterState(self.record.state)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The cluster's labels: the agent's, overridden by those given at join."""
+        return {**self.agent_labels, **self.record.labels}
 
 
 class ClusterManager:
@@ -165,9 +171,10 @@ class ClusterManager:
         entry.connected = True
         entry.last_seen = time.monotonic()
         entry.not_ready_since = None
-        merged = {**labels, **entry.record.labels}   # labels given at join win
+        # Only the join's labels are stored; the agent's come with every Hello.
+        entry.agent_labels = dict(labels)
         await self._update(name, state=ClusterState.READY.value, backend=backend,
-                           labels=merged, last_heartbeat=utcnow())
+                           last_heartbeat=utcnow())
 
     async def heartbeat(self, name: str) -> None:
         """Any sign of life from the agent; a lost cluster comes back to Ready."""
@@ -222,14 +229,15 @@ class ClusterManager:
 
     def view(self, name: str, tasks: int = 0) -> ClusterView:
         """The API's view of one cluster."""
-        rec = self.get(name).record
+        entry = self.get(name)
+        rec = entry.record
         state = ClusterState(rec.state)
         if rec.cordoned and state == ClusterState.READY:
             state = ClusterState.CORDONED
         summary = self.fleet.summary(name)
         nodes = summary.pop("nodes", 0)
         return ClusterView(
-            name=rec.name, state=state, labels=rec.labels, weight=rec.weight,
+            name=rec.name, state=state, labels=entry.labels, weight=rec.weight,
             headroom=rec.headroom, cordoned=rec.cordoned, last_heartbeat=rec.last_heartbeat,
             joined_at=rec.created_at, backend=rec.backend, nodes=nodes, gpus=summary,
             tasks=tasks,
@@ -245,7 +253,8 @@ class ClusterManager:
             self._sync_fleet(name)
 
     def _sync_fleet(self, name: str) -> None:
-        rec = self.entries[name].record
-        self.fleet.upsert_cluster(name, labels=rec.labels, weight=rec.weight,
+        entry = self.entries[name]
+        rec = entry.record
+        self.fleet.upsert_cluster(name, labels=entry.labels, weight=rec.weight,
                                   headroom=rec.headroom, state=ClusterState(rec.state),
                                   cordoned=rec.cordoned)

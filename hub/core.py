@@ -24,6 +24,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from hub.activetask import ActiveTask
 from hub.clusters import ClusterManager
 from hub.config import HubConfig
 from hub.fleet import FleetView
@@ -34,7 +35,7 @@ from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
-from hub.taskbook import ActiveTask, TaskBook
+from hub.taskbook import TaskBook
 from hub.writer import StoreWriter
 
 log = logging.getLogger(__name__)

@@ -17,13 +17,14 @@ import logging
 import time
 from collections.abc import Sequence
 
+from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.metrics import Metrics
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.sessions import Sessions
-from hub.taskbook import ActiveTask, Command, TaskBook
+from hub.taskbook import TaskBook
 
 log = logging.getLogger(__name__)
 

@@ -16,120 +16,32 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from fuyao.errors import Conflict, FuyaoError, NotFound
-from fuyao.selector import parse_selector
 from fuyao.spec import TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
+from hub.activetask import (
+    PHASE_NAMES,
+    TERMINAL_PHASES,
+    UNBOUND_PHASES,
+    ActiveTask,
+    Command,
+    cancel_command,
+    restore,
+    score_records,
+    snapshot,
+    task_update,
+    workload_of,
+)
 from hub.clusters import utcnow
 from hub.fleet import FleetView
-from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
 from hub.writer import StoreWriter
 
 log = logging.getLogger(__name__)
-
-Command = tuple[str, pb.HubMessage]   # (cluster, message) to send once persisted
-
-PHASE_NAMES = {
-    pb.TASK_PHASE_ACCEPTED: "Accepted",
-    pb.TASK_PHASE_BOUND: "Bound",
-    pb.TASK_PHASE_RUNNING: "Running",
-    pb.TASK_PHASE_SUCCEEDED: "Succeeded",
-    pb.TASK_PHASE_FAILED: "Failed",
-    pb.TASK_PHASE_UNSCHEDULABLE: "Unschedulable",
-    pb.TASK_PHASE_CANCELLED: "Cancelled",
-}
-TERMINAL_PHASES = {pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED, pb.TASK_PHASE_CANCELLED}
-UNBOUND_PHASES = {pb.TASK_PHASE_ACCEPTED, pb.TASK_PHASE_UNSCHEDULABLE}
-
-
-@dataclass
-class ActiveTask:
-    """A non-terminal task and the hub's working state for it."""
-
-    id: str
-    name: str
-    spec: TaskSpec
-    state: TaskState
-    queue: str
-    priority: int
-    seq: int
-    created_at: datetime
-    updated_at: datetime
-    cluster: str | None = None
-    node: str | None = None
-    generation: int = 0
-    message: str = ""
-    reasons: dict[str, str] = field(default_factory=dict)
-    scores: list[dict[str, Any]] = field(default_factory=list)
-    failover: bool = False            # next placement may use the headroom reserve
-    avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
-    unschedulable_since: float | None = None
-    dispatched_at: float | None = None   # monotonic time its PlaceTask went out to be sent
-    saving: bool = False              # a re-queue is being written: not placeable yet
-    _request: PlacementRequest | None = None
-
-    @classmethod
-    def from_record(cls, rec: TaskRecord) -> ActiveTask:
-        """Rebuild from the store."""
-        return cls(
-            id=rec.id, name=rec.name, spec=TaskSpec.model_validate(rec.spec),
-            state=TaskState(rec.state), queue=rec.queue, priority=rec.priority, seq=rec.seq,
-            created_at=rec.created_at, updated_at=rec.updated_at, cluster=rec.cluster,
-            node=rec.node, generation=rec.generation, message=rec.message,
-            reasons=dict(rec.reasons), scores=list(rec.scores),
-        )
-
-    def request(self) -> PlacementRequest:
-        """What the scheduler is asked for this task (built once, flags applied per attempt)."""
-        if self._request is None:
-            self._request = PlacementRequest(
-                task_id=self.id, name=self.name, requests=self.spec.requests(),
-                selector=parse_selector(self.spec.effective_selector()),
-                priority=self.priority,
-            )
-        base = self._request
-        if base.failover == self.failover and base.exclude == frozenset(self.avoid):
-            return base
-        self._request = PlacementRequest(
-            task_id=base.task_id, name=base.name, requests=base.requests,
-            selector=base.selector, priority=base.priority, failover=self.failover,
-            exclude=frozenset(self.avoid),
-        )
-        return self._request
-
-    def to_record(self) -> TaskRecord:
-        """The store's record of this task as it is now."""
-        return TaskRecord(
-            id=self.id, name=self.name, spec=self.spec.model_dump(mode="json"),
-            state=self.state.value, queue=self.queue, priority=self.priority, seq=self.seq,
-            created_at=self.created_at, updated_at=self.updated_at, cluster=self.cluster,
-            node=self.node, generation=self.generation, message=self.message,
-            reasons=dict(self.reasons), scores=list(self.scores),
-        )
-
-
-def workload_of(task: ActiveTask) -> pb.TaskWorkload:
-    """The member-side description of a task's workload."""
-    req = task.spec.requests()
-    return pb.TaskWorkload(
-        image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
-        memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
-        selector=task.spec.effective_selector(), replicas=task.spec.replicas,
-        duration_seconds=task.spec.duration_seconds(), priority=task.priority,
-    )
-
-
-def cancel_command(cluster: str, task_id: str, generation: int, reason: str) -> Command:
-    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``."""
-    msg = pb.HubMessage(cancel=pb.CancelTask(task_id=task_id, generation=generation,
-                                             reason=reason))
-    return (cluster, msg)
 
 
 class TaskBook:
@@ -223,7 +135,7 @@ class TaskBook:
         undo: list[tuple[ActiveTask, dict[str, Any]]] = []
         for task, result in placed:
             assert result.cluster is not None
-            undo.append((task, _snapshot(task)))
+            undo.append((task, snapshot(task)))
             task.state = TaskState.PLACED
             task.cluster = result.cluster
             task.node = None
@@ -231,12 +143,12 @@ class TaskBook:
             task.failover = False
             task.unschedulable_since = None
             task.reasons = {}
-            task.scores = _scores(result)
+            task.scores = score_records(result)
             best = next((v for v in result.verdicts if v.cluster == result.cluster), None)
             score = f" (score {best.score:.1f})" if best and best.score is not None else ""
             task.message = f"placed on {result.cluster}{score}"
             task.updated_at = now
-            updates.append(_update(task, "state", "cluster", "node", "generation", "reasons",
+            updates.append(task_update(task, "state", "cluster", "node", "generation", "reasons",
                                    "scores", "message", "updated_at"))
             events.append(EventRecord(task.id, now, "Placed", task.message, task.cluster,
                                       task.generation))
@@ -250,10 +162,10 @@ class TaskBook:
             if message == task.message and result.reasons == task.reasons:
                 continue    # nothing new to say: no write
             task.reasons = dict(result.reasons)
-            task.scores = _scores(result)
+            task.scores = score_records(result)
             task.message = message
             task.updated_at = now
-            updates.append(_update(task, "reasons", "scores", "message", "updated_at"))
+            updates.append(task_update(task, "reasons", "scores", "message", "updated_at"))
             events.append(EventRecord(task.id, now, "Pending", message))
         if not updates:
             return commands
@@ -263,7 +175,7 @@ class TaskBook:
             log.exception("placement commit failed; %d tasks stay queued", len(undo))
             for task, snap in undo:
                 self.fleet.release(task.id)
-                _restore(task, snap)
+                restore(task, snap)
             return []
         sent = time.monotonic()     # the caller sends the commands right away
         for task, _ in undo:
@@ -341,7 +253,7 @@ class TaskBook:
             return commands
         if task.cluster is not None:
             commands.append(cancel_command(task.cluster, task.id, task.generation, reason))
-        snap = _snapshot(task)
+        snap = snapshot(task)
         task.state = TaskState.QUEUED
         task.cluster = None
         task.node = None
@@ -355,7 +267,7 @@ class TaskBook:
                              "message")
         except Exception:
             if task.state == TaskState.QUEUED:    # not cancelled meanwhile
-                _restore(task, snap)
+                restore(task, snap)
             raise
         finally:
             task.saving = False
@@ -435,14 +347,14 @@ class TaskBook:
     async def _finish(self, task: ActiveTask, state: TaskState, kind: str, message: str) -> None:
         """End the task: terminal in memory at once (reports and re-queues leave it alone),
         dropped once durable; if the write fails it is as it was and the error raised."""
-        snap = _snapshot(task)
+        snap = snapshot(task)
         task.state = state
         task.message = message
         try:
             await self._save(task, utcnow(), kind, message, "state", "message")
         except Exception:
             if task.state == state:
-                _restore(task, snap)
+                restore(task, snap)
             raise
         self._drop(task)
 
@@ -456,7 +368,7 @@ class TaskBook:
         which the agent's next full inventory repeats if the hub crashes first)."""
         task.updated_at = now
         done = self.writer.enqueue(
-            [_update(task, *fields, "updated_at")],
+            [task_update(task, *fields, "updated_at")],
             [EventRecord(task.id, now, kind, message, task.cluster, task.generation)],
         )
         if durable:
@@ -468,34 +380,3 @@ class TaskBook:
         if task is None:
             raise NotFound(f"task {name!r} is not active")
         return task
-
-
-def _update(task: ActiveTask, *fields: str) -> TaskUpdate:
-    values = {f: getattr(task, f) for f in fields}
-    if "state" in values:
-        values["state"] = task.state.value
-    return TaskUpdate(task.id, values)
-
-
-def _scores(result: PlacementResult) -> list[dict[str, Any]]:
-    """Per-cluster verdicts as stored (the JSON shape of ``ClusterScore``), built without
-    pydantic: this runs for every placement."""
-    return [
-        {"cluster": v.cluster, "feasible": v.status.ok, "score": v.score,
-         "reason": None if v.status.ok else v.status.reason,
-         "plugin_scores": dict(v.plugin_scores)}
-        for v in result.verdicts
-    ]
-
-
-_SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",
-                    "message", "updated_at", "unschedulable_since", "dispatched_at")
-
-
-def _snapshot(task: ActiveTask) -> dict[str, Any]:
-    return {f: getattr(task, f) for f in _SNAPSHOT_FIELDS}
-
-
-def _restore(task: ActiveTask, snap: dict[str, Any]) -> None:
-    for key, value in snap.items():
-        setattr(task, key, value)

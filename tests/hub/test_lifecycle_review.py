@@ -397,11 +397,9 @@ async def test_join_while_heartbeats_are_saved_does_not_break_the_save(
     await west.close()
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: the store keeps one label map per cluster, "
-                   "so labels given at join cannot be told from labels an agent reported")
 async def test_cluster_labels_an_agent_changes_are_updated(harness: HubHarness) -> None:
-    """Labels given at join win over the agent's; but after the first Hello the agent's own
-    labels are stored as if given at join, so a relabelled member is never updated."""
+    """Labels given at join win over the agent's, and a relabelled member is updated: the
+    store keeps only the join's labels, the agent's come with every Hello."""
     h = harness
     token = await join(h, "east", labels={"fuyao.io/region": "eu"})
     first = SplitAgent(h.agent_address, "east")

@@ -1,0 +1,149 @@
+"""One active task in the hub's memory, and the small pure helpers around it.
+
+``ActiveTask`` is the mutable working copy of a task that has not ended; ``TaskBook``
+(``hub.taskbook``) owns them and persists every change. The helpers build what is sent to
+agents (``workload_of``, ``cancel_command``) and what is written to the store
+(``task_update``, ``score_records``), and snapshot a task so a failed write can be undone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fuyao.selector import parse_selector
+from fuyao.spec import TaskSpec, TaskState
+from fuyao.wire.v1 import agent_pb2 as pb
+from hub.placement.framework import PlacementRequest
+from hub.placement.result import PlacementResult
+from hub.store import TaskRecord, TaskUpdate
+
+Command = tuple[str, pb.HubMessage]   # (cluster, message) to send once persisted
+
+PHASE_NAMES = {
+    pb.TASK_PHASE_ACCEPTED: "Accepted",
+    pb.TASK_PHASE_BOUND: "Bound",
+    pb.TASK_PHASE_RUNNING: "Running",
+    pb.TASK_PHASE_SUCCEEDED: "Succeeded",
+    pb.TASK_PHASE_FAILED: "Failed",
+    pb.TASK_PHASE_UNSCHEDULABLE: "Unschedulable",
+    pb.TASK_PHASE_CANCELLED: "Cancelled",
+}
+TERMINAL_PHASES = {pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED, pb.TASK_PHASE_CANCELLED}
+UNBOUND_PHASES = {pb.TASK_PHASE_ACCEPTED, pb.TASK_PHASE_UNSCHEDULABLE}
+
+
+@dataclass
+class ActiveTask:
+    """A non-terminal task and the hub's working state for it."""
+
+    id: str
+    name: str
+    spec: TaskSpec
+    state: TaskState
+    queue: str
+    priority: int
+    seq: int
+    created_at: datetime
+    updated_at: datetime
+    cluster: str | None = None
+    node: str | None = None
+    generation: int = 0
+    message: str = ""
+    reasons: dict[str, str] = field(default_factory=dict)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    failover: bool = False            # next placement may use the headroom reserve
+    avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
+    unschedulable_since: float | None = None
+    dispatched_at: float | None = None   # monotonic time its PlaceTask went out to be sent
+    saving: bool = False              # a re-queue is being written: not placeable yet
+    _request: PlacementRequest | None = None
+
+    @classmethod
+    def from_record(cls, rec: TaskRecord) -> ActiveTask:
+        """Rebuild from the store."""
+        return cls(
+            id=rec.id, name=rec.name, spec=TaskSpec.model_validate(rec.spec),
+            state=TaskState(rec.state), queue=rec.queue, priority=rec.priority, seq=rec.seq,
+            created_at=rec.created_at, updated_at=rec.updated_at, cluster=rec.cluster,
+            node=rec.node, generation=rec.generation, message=rec.message,
+            reasons=dict(rec.reasons), scores=list(rec.scores),
+        )
+
+    def request(self) -> PlacementRequest:
+        """What the scheduler is asked for this task (built once, flags applied per attempt)."""
+        if self._request is None:
+            self._request = PlacementRequest(
+                task_id=self.id, name=self.name, requests=self.spec.requests(),
+                selector=parse_selector(self.spec.effective_selector()),
+                priority=self.priority,
+            )
+        base = self._request
+        if base.failover == self.failover and base.exclude == frozenset(self.avoid):
+            return base
+        self._request = PlacementRequest(
+            task_id=base.task_id, name=base.name, requests=base.requests,
+            selector=base.selector, priority=base.priority, failover=self.failover,
+            exclude=frozenset(self.avoid),
+        )
+        return self._request
+
+    def to_record(self) -> TaskRecord:
+        """The store's record of this task as it is now."""
+        return TaskRecord(
+            id=self.id, name=self.name, spec=self.spec.model_dump(mode="json"),
+            state=self.state.value, queue=self.queue, priority=self.priority, seq=self.seq,
+            created_at=self.created_at, updated_at=self.updated_at, cluster=self.cluster,
+            node=self.node, generation=self.generation, message=self.message,
+            reasons=dict(self.reasons), scores=list(self.scores),
+        )
+
+
+def workload_of(task: ActiveTask) -> pb.TaskWorkload:
+    """The member-side description of a task's workload."""
+    req = task.spec.requests()
+    return pb.TaskWorkload(
+        image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
+        memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
+        selector=task.spec.effective_selector(), replicas=task.spec.replicas,
+        duration_seconds=task.spec.duration_seconds(), priority=task.priority,
+    )
+
+
+def cancel_command(cluster: str, task_id: str, generation: int, reason: str) -> Command:
+    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``."""
+    msg = pb.HubMessage(cancel=pb.CancelTask(task_id=task_id, generation=generation,
+                                             reason=reason))
+    return (cluster, msg)
+
+
+def task_update(task: ActiveTask, *fields: str) -> TaskUpdate:
+    values = {f: getattr(task, f) for f in fields}
+    if "state" in values:
+        values["state"] = task.state.value
+    return TaskUpdate(task.id, values)
+
+
+def score_records(result: PlacementResult) -> list[dict[str, Any]]:
+    """Per-cluster verdicts as stored (the JSON shape of ``ClusterScore``), built without
+    pydantic: this runs for every placement."""
+    return [
+        {"cluster": v.cluster, "feasible": v.status.ok, "score": v.score,
+         "reason": None if v.status.ok else v.status.reason,
+         "plugin_scores": dict(v.plugin_scores)}
+        for v in result.verdicts
+    ]
+
+
+SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",
+                    "message", "updated_at", "unschedulable_since", "dispatched_at")
+
+
+def snapshot(task: ActiveTask) -> dict[str, Any]:
+    return {f: getattr(task, f) for f in SNAPSHOT_FIELDS}
+
+
+def restore(task: ActiveTask, snap: dict[str, Any]) -> None:
+    for key, value in snap.items():
+        setattr(task, key, value)
