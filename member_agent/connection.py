@@ -46,7 +46,15 @@ from fuyao.errors import (
 from fuyao.inventory import node_to_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
-from member_agent.backends.base import Backend, BackendEvent, NodesChanged, TaskChanged, now_ms
+from member_agent.backends.base import (
+    Backend,
+    BackendEvent,
+    NodesChanged,
+    Phase,
+    TaskChanged,
+    TaskStatus,
+    now_ms,
+)
 from member_agent.state import CredentialStore, read_token
 
 log = logging.getLogger(__name__)
@@ -258,7 +266,7 @@ class Agent:
             kind = message.WhichOneof("msg")
             try:
                 if kind == "place":
-                    await self.backend.place(message.place)
+                    await self._place(message.place)
                 elif kind == "cancel":
                     c = message.cancel
                     await self.backend.cancel(c.task_id, c.generation, c.reason)
@@ -267,6 +275,18 @@ class Agent:
                     self._outbox.put_nowait(_RESYNC)
             except Exception:
                 log.exception("handling %s from the hub failed", kind)
+
+    async def _place(self, place: pb.PlaceTask) -> None:
+        """Create the workload; if the backend cannot, tell the hub the copy FAILED (else the
+        hub would wait for it forever)."""
+        try:
+            await self.backend.place(place)
+        except Exception as exc:
+            log.exception("cannot create the workload of task %s", place.name)
+            status = TaskStatus(place.task_id, place.generation, Phase.FAILED,
+                                reason=f"the member could not create the workload: {exc}",
+                                at_unix_ms=now_ms())
+            self._outbox.put_nowait(TaskChanged(status))
 
     async def _beat(self) -> None:
         while True:

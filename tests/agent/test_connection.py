@@ -295,3 +295,24 @@ async def test_cli_stops_cleanly_on_sigterm(hub: tuple[HubStub, int], tmp_path: 
     inventory = servicer.of("inventory")[0]
     assert len(inventory.nodes) == 21
     assert (token.parent / "token.d" / "credential.json").exists()  # default state dir
+
+
+class BrokenBackend(SimBackend):
+    """A member whose API refuses to create workloads (e.g. a quota or an admission hook)."""
+
+    async def place(self, place: pb.PlaceTask) -> None:
+        raise RuntimeError("admission webhook denied the request")
+
+
+async def test_a_workload_the_member_cannot_create_is_reported_failed(
+    hub: tuple[HubStub, int], tmp_path: Path
+) -> None:
+    servicer, port = hub
+    agent = make_agent(tmp_path, port)
+    agent.backend = BrokenBackend(FLEET, time_scale=0.01)
+    async with running(agent):
+        await servicer.wait_for(lambda h: "inventory" in h.kinds())
+        await servicer.commands.put(place("job-x"))
+        await servicer.wait_for(lambda h: has_phase(h, "job-x", pb.TASK_PHASE_FAILED))
+    failed = next(r for r in servicer.of("task") if r.phase == pb.TASK_PHASE_FAILED)
+    assert "admission webhook denied" in failed.reason
