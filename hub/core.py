@@ -12,7 +12,9 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import AsyncIterator
 
+from fuyao.errors import FuyaoError
 from fuyao.spec import (
     CapacityRow,
     ClusterScore,
@@ -100,9 +102,8 @@ class Hub:
 
     async def join_cluster(self, req: JoinRequest) -> JoinResponse:
         """Create a cluster and its join token."""
-        resp = await self.clusters.join(req)
-        await self.audit("cluster.join", req.name, "ok")
-        return resp
+        async with self.audited("cluster.join", req.name):
+            return await self.clusters.join(req)
 
     def cluster_views(self) -> list[ClusterView]:
         """Every cluster, by name."""
@@ -115,22 +116,23 @@ class Hub:
 
     async def set_cordoned(self, name: str, cordoned: bool) -> ClusterView:
         """Cordon or uncordon; uncordoning may let queued tasks in."""
-        await self.clusters.set_cordoned(name, cordoned)
-        await self.audit("cluster.cordon" if cordoned else "cluster.uncordon", name, "ok")
+        async with self.audited("cluster.cordon" if cordoned else "cluster.uncordon", name):
+            await self.clusters.set_cordoned(name, cordoned)
         if not cordoned:
             self.placement.poke()
         return self.cluster_view(name)
 
     async def remove_cluster(self, name: str) -> dict[str, object]:
         """Remove a cluster; its tasks go back to the queue, never lost."""
-        # Cordoned first: a placement cycle while its tasks are re-queued must not put them
-        # (or others) back on it, which would leave them Placed on a cluster that is gone.
-        await self.clusters.set_cordoned(name, True)
-        commands = await self.tasks.requeue_cluster(name, f"cluster {name} was removed")
-        send_all(self.sessions, commands)
-        await self.clusters.remove(name)
-        self.sessions.close_cluster(name)    # after removal: the stream ends UNAUTHENTICATED
-        await self.audit("cluster.remove", name, f"ok, {len(commands)} tasks requeued")
+        async with self.audited("cluster.remove", name) as outcome:
+            # Cordoned first: a placement cycle while its tasks are re-queued must not put
+            # them (or others) back on it, leaving them Placed on a cluster that is gone.
+            await self.clusters.set_cordoned(name, True)
+            commands = await self.tasks.requeue_cluster(name, f"cluster {name} was removed")
+            send_all(self.sessions, commands)
+            await self.clusters.remove(name)
+            self.sessions.close_cluster(name)    # after removal: its stream ends UNAUTHENTICATED
+            outcome.append(f"{len(commands)} tasks requeued")
         self.placement.poke()
         return {"removed": name, "requeued": len(commands)}
 
@@ -144,14 +146,23 @@ class Hub:
 
     async def submit(self, specs: list[TaskSpec]) -> list[TaskView]:
         """Store tasks as Queued (all or none), then wake the placement loop."""
-        records = await self.tasks.submit(specs)
+        names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
+        async with self.audited("task.submit", names):
+            records = await self.tasks.submit(specs)
         self.placement.poke()
-        await self.audit("task.submit", ",".join(r.name for r in records[:20]), "ok")
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
     async def list_tasks(self, state: str | None = None,
                          cluster: str | None = None) -> list[TaskView]:
-        """Tasks from the store, with active ones as the hub knows them now."""
+        """Tasks in submission order; active ones as the hub knows them now.
+
+        Memory is the truth for tasks that have not ended (the store may lag it by a queued
+        write), so a filter on an active state is answered from memory alone.
+        """
+        if state is not None and not TaskState(state).terminal:
+            active = sorted(self.tasks.active.values(), key=lambda t: t.seq)
+            return [self._view(t, t.to_record()) for t in active
+                    if t.state == state and (cluster is None or t.cluster == cluster)]
         records = await self.writer.read(self.store.list_tasks, state=state, cluster=cluster)
         views = []
         for rec in records:
@@ -173,10 +184,10 @@ class Hub:
 
     async def cancel_task(self, name: str) -> TaskView:
         """Cancel a task; its member copy is told to stop."""
-        record, commands = await self.tasks.cancel(name)
+        async with self.audited("task.cancel", name):
+            record, commands = await self.tasks.cancel(name)
         send_all(self.sessions, commands)
         self.placement.poke()
-        await self.audit("task.cancel", name, "ok")
         return self._view(None, record)
 
     def _view(self, task: ActiveTask | None, rec: TaskRecord) -> TaskView:
@@ -194,6 +205,25 @@ class Hub:
     async def audit(self, action: str, target: str, result: str, actor: str = "anonymous") -> None:
         """Record a mutation in the audit log."""
         await self.writer.call(self.store.audit, actor, action, target, result)
+
+    @contextlib.asynccontextmanager
+    async def audited(self, action: str, target: str,
+                      actor: str = "anonymous") -> AsyncIterator[list[str]]:
+        """Audit the mutation in the block: ``ok`` (plus any notes the block appends to the
+        yielded list) or ``refused: <message>`` when it raises. Until REST authentication
+        lands every actor is ``anonymous``."""
+        notes: list[str] = []
+        try:
+            yield notes
+        except Exception as exc:
+            result = (f"refused: {exc.message}" if isinstance(exc, FuyaoError)
+                      else f"error: {type(exc).__name__}")
+            try:
+                await self.audit(action, target, result, actor)
+            except Exception:   # the store may be what failed: keep the original error
+                log.exception("could not audit %s %s: %s", action, target, result)
+            raise
+        await self.audit(action, target, ", ".join(["ok", *notes]), actor)
 
     def _refresh_gauges(self) -> None:
         self.metrics.tasks.clear()

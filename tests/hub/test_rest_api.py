@@ -135,3 +135,34 @@ async def test_cordon_shows_cordoned_and_uncordon_restores(harness: HubHarness) 
 async def test_openapi_is_served(harness: HubHarness) -> None:
     spec = (await harness.api.get("/openapi.json")).json()
     assert "/api/v1/tasks" in spec["paths"] and "/api/v1/capacity" in spec["paths"]
+
+
+async def test_every_mutation_is_audited_with_its_result(harness: HubHarness) -> None:
+    await harness.api.post("/api/v1/clusters", json={"name": "east"})
+    await harness.api.post("/api/v1/clusters", json={"name": "east"})      # refused
+    await submit(harness, {"name": "t"})
+    await harness.api.post("/api/v1/tasks/t/cancel")
+    await harness.api.post("/api/v1/tasks/t/cancel")                      # refused
+    await harness.api.delete("/api/v1/clusters/east")
+    log = [(a["action"], a["target"], a["result"]) for a in harness.hub.store.audit_log()]
+    assert log[::-1] == [
+        ("cluster.join", "east", "ok"),
+        ("cluster.join", "east",
+         "refused: cluster 'east' already exists; remove it first to join it again"),
+        ("task.submit", "t", "ok"),
+        ("task.cancel", "t", "ok"),
+        ("task.cancel", "t", "refused: task 't' already ended (Cancelled); nothing to cancel"),
+        ("cluster.remove", "east", "ok, 0 tasks requeued"),
+    ]
+
+
+async def test_state_filter_answers_from_the_hubs_live_view(harness: HubHarness) -> None:
+    await submit(harness, {"name": "a"})
+    await submit(harness, {"name": "b"})
+    await harness.api.post("/api/v1/tasks/b/cancel")
+    queued = (await harness.api.get("/api/v1/tasks", params={"state": "Queued"})).json()
+    assert [t["name"] for t in queued] == ["a"]
+    cancelled = (await harness.api.get("/api/v1/tasks", params={"state": "Cancelled"})).json()
+    assert [t["name"] for t in cancelled] == ["b"]
+    bad = await harness.api.get("/api/v1/tasks", params={"state": "Sleeping"})
+    assert bad.status_code == 400
