@@ -339,6 +339,17 @@ class CapacityRow(BaseModel):
     memory_free_gib: float
 
 
+class AuditEntry(BaseModel):
+    """One audited mutation: who did what to what, when, and how it ended."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str = Field(description="e.g. cluster.join, task.submit, task.cancel")
+    target: str
+    result: str = Field(description="'ok[, notes]', 'refused: <reason>' or 'error: <kind>'")
+
+
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     """The JSON shape of every REST error: ``{"error": {"code", "message", "details"}}``."""
     body: dict[str, Any] = {"code": code, "message": message}

@@ -308,6 +308,16 @@ def capacity(app: AppContext, cluster: str | None) -> None:
     app.render().capacity(app.client().capacity(cluster))
 
 
+@cli.command("audit")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="How many entries, newest first.")
+@output_option
+@click.pass_obj
+def audit(app: AppContext, limit: int) -> None:
+    """Who changed what and when: joins, cordons, removals, submits, cancels, registrations."""
+    app.render().audit(app.client().audit_log(limit))
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="fuyaoctl")

@@ -37,6 +37,7 @@ from fuyao.errors import (
 )
 from fuyao.spec import (
     DEFAULT_HEADROOM,
+    AuditEntry,
     CapacityRow,
     ClusterView,
     JoinRequest,
@@ -58,6 +59,7 @@ T = TypeVar("T")
 _CLUSTERS = TypeAdapter(list[ClusterView])
 _TASKS = TypeAdapter(list[TaskView])
 _CAPACITY = TypeAdapter(list[CapacityRow])
+_AUDIT = TypeAdapter(list[AuditEntry])
 _CLUSTER = TypeAdapter(ClusterView)
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
@@ -238,6 +240,10 @@ class Client:
         """Capacity per cluster and accelerator model: total, allocated, reserved, free."""
         params = {} if cluster is None else {"cluster": cluster}
         return self._parse(_CAPACITY, self._call("GET", "/capacity", params=params))
+
+    def audit_log(self, limit: int = 100) -> list[AuditEntry]:
+        """The newest ``limit`` audited mutations, newest first."""
+        return self._parse(_AUDIT, self._call("GET", "/audit", params={"limit": str(limit)}))
 
     def health(self) -> dict[str, Any]:
         """The hub's ``/healthz`` answer, ``{"status": "ok"}`` when it is up."""

@@ -23,7 +23,14 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from fuyao.spec import CapacityRow, ClusterView, JoinResponse, TaskState, TaskView
+from fuyao.spec import (
+    AuditEntry,
+    CapacityRow,
+    ClusterView,
+    JoinResponse,
+    TaskState,
+    TaskView,
+)
 
 FORMATS: Final = ("table", "json", "yaml")
 PIPE_WIDTH: Final = 200
@@ -196,6 +203,16 @@ class Renderer:
             ))
         self._print(table, "RSVD is the headroom kept free for failover; "
                            "FREE = total - allocated - reserved. CPU in cores, memory in GiB.")
+
+    def audit(self, entries: Sequence[AuditEntry]) -> None:
+        """``audit``: newest first."""
+        if self._dumped(entries):
+            return
+        table = _table("TIME", "ACTOR", "ACTION", "TARGET", "RESULT")
+        for e in entries:
+            table.add_row(*_cells(f"{e.at:%m-%d %H:%M:%S}", e.actor, e.action, e.target,
+                                  e.result))
+        self._print(table)
 
     # -- plumbing ----------------------------------------------------------------------------
 

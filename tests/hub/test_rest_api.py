@@ -166,3 +166,12 @@ async def test_state_filter_answers_from_the_hubs_live_view(harness: HubHarness)
     assert [t["name"] for t in cancelled] == ["b"]
     bad = await harness.api.get("/api/v1/tasks", params={"state": "Sleeping"})
     assert bad.status_code == 400
+
+
+async def test_audit_endpoint_lists_newest_first(harness: HubHarness) -> None:
+    await harness.api.post("/api/v1/clusters", json={"name": "east"})
+    await submit(harness, {"name": "t"})
+    entries = (await harness.api.get("/api/v1/audit", params={"limit": 1})).json()
+    assert [(e["action"], e["target"], e["result"], e["actor"]) for e in entries] == [
+        ("task.submit", "t", "ok", "anonymous")]
+    assert (await harness.api.get("/api/v1/audit", params={"limit": 0})).status_code == 400
