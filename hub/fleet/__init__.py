@@ -2,11 +2,12 @@
 
 ``FleetView`` (``view``) is the entry point; ``ClusterInfo`` (``cluster``) is the read-only
 per-cluster view the placement plugins and the REST API read; ``find_fit`` (``fit``) is the
-index-backed search the NodeFit plugin runs. See docs/concepts/placement.md.
+index-backed search the NodeFit plugin runs (``fit_models`` says what its answer read).
+See docs/concepts/placement.md.
 """
 
 from hub.fleet.cluster import ClusterInfo, Matches, ModelTotals
-from hub.fleet.fit import Fit, Miss, MissKind, find_fit, find_plain_fit
+from hub.fleet.fit import Fit, Miss, MissKind, find_fit, find_plain_fit, fit_models
 from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState
 from hub.fleet.view import PER_NODE_LABEL_KEYS, FleetView, Reservation
 
@@ -26,4 +27,5 @@ __all__ = [
     "Reservation",
     "find_fit",
     "find_plain_fit",
+    "fit_models",
 ]

@@ -14,19 +14,23 @@ cluster host that?" without scanning all nodes:
   capacity rows, nearest fit) and updated on every node change.
 
 Every change stamps ``version`` with a fleet-wide increasing tick; the scheduler caches a
-cluster's filter verdicts by it.
+cluster's filter verdicts by it. Finer stamps say what changed, so a cached fit search stays
+valid while the nodes it read did not change: ``model_version(m)`` moves when a node with
+devices of model ``m`` (``NO_MODEL``: a node without devices) is added, changed or removed,
+and ``layout_version`` when label groups, their device classes or "some node is
+schedulable" change.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
-from hub.fleet.nodes import WHOLE, ClassSlot, DeviceClass, Hold, NodeState
+from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeState
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48
@@ -101,42 +105,43 @@ class Group:
         self.free_cpu = 0
 
     def add(self, node: NodeState) -> bool:
-        """Add a node (only schedulable ones go into buckets); True if the layout changed."""
+        """Add a node (only schedulable ones go into buckets); True if a class index was made."""
         self.nodes[node.name] = node
-        changed = bool(node.classes) and self.gpu_nodes == 0
         self.gpu_nodes += bool(node.classes)
         if not node.schedulable:
-            return changed
+            return False
         bucket = cpu_bucket(node.cpu)
         self.cpu_buckets[bucket][node.name] = node
         self.cpu_top = max(self.cpu_top, bucket)
         self.free_cpu += node.cpu
+        created = False
         for cls, slot in node.classes.items():
             index = self.classes.get(cls)
             if index is None:
                 index = self.classes[cls] = ClassIndex(cls)
-                changed = True
+                created = True
             index.add(node, slot)
-        return changed
+        return created
 
-    def remove(self, node: NodeState) -> bool:
-        """Remove a node added before; True if the layout changed."""
+    def remove(self, node: NodeState) -> None:
+        """Take out a node added before; its emptied class indexes stay until ``tidy``."""
         del self.nodes[node.name]
         self.gpu_nodes -= bool(node.classes)
-        changed = not self.nodes or (bool(node.classes) and self.gpu_nodes == 0)
         if not node.schedulable:
-            return changed
+            return
         del self.cpu_buckets[cpu_bucket(node.cpu)][node.name]
         while self.cpu_top and not self.cpu_buckets[self.cpu_top]:
             self.cpu_top -= 1
         self.free_cpu -= node.cpu
         for cls, slot in node.classes.items():
-            index = self.classes[cls]
-            index.remove(node, slot)
-            if index.empty:
-                del self.classes[cls]
-                changed = True
-        return changed
+            self.classes[cls].remove(node, slot)
+
+    def tidy(self, classes: Iterable[DeviceClass]) -> bool:
+        """Drop the indexes of these classes that are empty; True if there were any."""
+        empty = [cls for cls in classes if cls in self.classes and self.classes[cls].empty]
+        for cls in empty:
+            del self.classes[cls]
+        return bool(empty)
 
 
 def cpu_bucket(cpu_milli: int) -> int:
@@ -159,6 +164,7 @@ class Matches:
     per_node: bool
     _by_memory: dict[int, tuple[tuple[str, ClassIndex], ...]] = field(
         default_factory=dict, compare=False, repr=False)
+    _models: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def with_memory(self, memory_mib: int) -> tuple[tuple[str, ClassIndex], ...]:
         """(model, buckets) of the matched classes whose devices have ``memory_mib`` or more."""
@@ -167,6 +173,14 @@ class Matches:
             found = tuple((model, index) for model, memory, index in self.classes
                           if memory >= memory_mib)
             self._by_memory[memory_mib] = found
+        return found
+
+    def models(self, memory_mib: int = 0) -> tuple[str, ...]:
+        """The models of the matched classes with ``memory_mib`` or more, sorted."""
+        found = self._models.get(memory_mib)
+        if found is None:
+            found = self._models[memory_mib] = tuple(sorted(
+                {model for model, _ in self.with_memory(memory_mib)}))
         return found
 
 
@@ -186,6 +200,7 @@ class ClusterInfo:
     def __init__(
         self, name: str, *, labels: Mapping[str, str], weight: int, headroom: float,
         state: ClusterState, cordoned: bool, ignore_keys: frozenset[str], memo: MatchMemo,
+        on_change: Callable[[ClusterInfo], None],
     ) -> None:
         self.name = name
         self.labels: Mapping[str, str] = dict(labels)
@@ -193,6 +208,7 @@ class ClusterInfo:
         self.headroom = headroom
         self.state = state
         self.cordoned = cordoned
+        self._on_change = on_change
         self.version = next(_TICKS)
         self.layout_version = self.version
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
@@ -205,6 +221,7 @@ class ClusterInfo:
         self._holds: dict[str, Hold] = {}
         self._totals: dict[str, ModelTotals] = {}
         self._matches: dict[str, tuple[int, Matches]] = {}
+        self.model_versions: dict[str, int] = {}   # read-only outside: see model_version
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -230,6 +247,18 @@ class ClusterInfo:
         """(total, used) milli-devices of one model; used counts member use and hub holds."""
         totals = self._totals.get(model)
         return (0, 0) if totals is None else (totals.devices * WHOLE, totals.used_milli)
+
+    def model_version(self, model: str) -> int:
+        """The tick of the last change to a node with devices of ``model`` (0: none yet).
+
+        ``NO_MODEL`` stands for nodes without devices; a node with several models moves each.
+        """
+        return self.model_versions.get(model, 0)
+
+    def in_plain_group(self, node: str) -> bool:
+        """True when the node's label group holds no node with devices."""
+        group = self._node_group.get(node)
+        return group is not None and group.gpu_nodes == 0
 
     def totals(self) -> dict[str, ModelTotals]:
         """Running sums per capacity row (device model or ``none``); do not modify."""
@@ -283,7 +312,10 @@ class ClusterInfo:
         if old is None:
             return
         group = self._node_group.pop(name)
-        self._unfile(old, group)
+        marks = self._layout_marks(group)
+        group.remove(old)
+        self._account(old, -1)
+        self._settle(self._tidy(group, old), marks, group)
         self._bump()
 
     def _hold(self, node: str, delta: Hold, sign: int) -> None:
@@ -300,30 +332,48 @@ class ClusterInfo:
 
     def _bump(self) -> None:
         self.version = next(_TICKS)
+        self._on_change(self)
 
     # -- internals ---------------------------------------------------------------------------
 
     def _file(self, new: NodeState, old: NodeState | None) -> None:
+        """File a node, in place of ``old`` if given: nothing is deleted before it is back,
+        so a node refiled in its own group leaves the layout as it was."""
         key = frozenset(kv for kv in new.labels.items() if kv[0] not in self._ignore)
-        if old is not None:
-            self._unfile(old, self._node_group[old.name])
         group = self._groups.get(key)
+        changed = group is None
         if group is None:
             group = self._groups[key] = Group(key)
-            self.layout_version = next(_TICKS)
-        if group.add(new):
-            self.layout_version = next(_TICKS)
+        old_group = group if old is None else self._node_group[old.name]
+        marks = self._layout_marks(group, old_group)
+        if old is not None:
+            old_group.remove(old)
+            self._account(old, -1)
+        changed |= group.add(new)
         self._nodes[new.name] = new
         self._node_group[new.name] = group
         self._account(new, 1)
+        if old is not None:
+            changed |= self._tidy(old_group, old)
+        self._settle(changed, marks, group, old_group)
         self._bump()
 
-    def _unfile(self, old: NodeState, group: Group) -> None:
-        if group.remove(old):
-            self.layout_version = next(_TICKS)
+    def _tidy(self, group: Group, old: NodeState) -> bool:
+        """Drop what ``old`` left empty in its group (or the group); True if anything went."""
+        changed = group.tidy(old.classes)
         if not group.nodes:
             del self._groups[group.key]
-        self._account(old, -1)
+            changed = True
+        return changed
+
+    def _layout_marks(self, *groups: Group) -> tuple[bool, ...]:
+        """The layout besides groups and classes: any node schedulable, groups with devices."""
+        return (self.schedulable_nodes > 0, *(g.gpu_nodes > 0 for g in groups))
+
+    def _settle(self, changed: bool, marks: tuple[bool, ...], *groups: Group) -> None:
+        """Move ``layout_version`` if a change altered the layout."""
+        if changed or marks != self._layout_marks(*groups):
+            self.layout_version = next(_TICKS)
 
     def _account(self, node: NodeState, sign: int) -> None:
         alloc = node.info.allocatable
@@ -332,6 +382,9 @@ class ClusterInfo:
         self.memory_total += sign * alloc.memory_mib
         self.memory_used += sign * node.used_mem
         self.schedulable_nodes += sign * node.schedulable
+        tick = next(_TICKS)
+        for model in node.model_devices or (NO_MODEL,):
+            self.model_versions[model] = tick
         row = self._row(node.primary)
         row.nodes += sign
         row.cpu_total += sign * alloc.cpu_milli

@@ -10,6 +10,9 @@ replicas on devices of one model - or a ``Miss`` saying which requirement no nod
 accelerators (the AcceleratorFit score plugin asks it when ``find_fit`` had to use a GPU
 node).
 
+``fit_models`` names the device models whose nodes a search's answer read, so a caller can
+keep the answer while ``ClusterInfo.model_version`` of each (and ``layout_version``) stay put.
+
 ``plan_holds`` is what ``FleetView.reserve`` uses to turn "these nodes" into exact holds
 (which devices, how much of each), refusing with ``Conflict`` when the nodes no longer fit.
 """
@@ -24,7 +27,7 @@ from fuyao.errors import Conflict
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
 from hub.fleet.cluster import ClassIndex, ClusterInfo, Matches, cpu_bucket
-from hub.fleet.nodes import WHOLE, Hold, NodeState
+from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState
 
 
 class MissKind(IntEnum):
@@ -74,12 +77,7 @@ def find_fit(
     if requests.gpu_milli == 0:
         quick = _first_cpu_fit(found, requests) if single else None
         return quick or _assign(_cpu_candidates(found, requests), requests, selector, None)
-    gpu = requests.gpu_milli
-    if gpu >= WHOLE:
-        usable = [c for c in found.with_memory(requests.gpu_memory_mib)
-                  if len(c[1].full) > gpu // WHOLE]
-    else:
-        usable = [c for c in found.with_memory(requests.gpu_memory_mib) if c[1].can_host(gpu)]
+    usable = _usable(found, requests)
     best = _MISS_GPU
     for model in _by_room(cluster, usable, requests):
         if single:
@@ -116,6 +114,37 @@ def find_plain_fit(
     plain = Matches(groups, (), found.per_node)
     candidates = (c for c in _cpu_candidates(plain, requests) if not c[0].classes)
     return _assign(candidates, requests, selector, None)
+
+
+def fit_models(
+    cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
+    found: Fit | Miss,
+) -> tuple[str, ...]:
+    """The models (``NO_MODEL``: nodes without devices) whose nodes ``found`` depends on.
+
+    ``found`` is what ``find_fit`` just returned for this cluster. The answer stays right
+    while the cluster's ``layout_version`` and the ``model_version`` of each model named
+    here do not change: a GPU search reads only classes of matched groups with enough
+    device memory (their nodes and per-model sums); a CPU search reads the groups without
+    devices first, so a fit that ends in one of them read nothing else.
+    """
+    if isinstance(found, Miss) and found.kind <= MissKind.NO_MATCH:
+        return ()   # no schedulable node, or no group matches: layout only
+    matched = cluster.matching(selector, key)
+    if requests.gpu_milli:
+        return matched.models(requests.gpu_memory_mib)
+    if isinstance(found, Fit) and cluster.in_plain_group(found.nodes[-1]):
+        return (NO_MODEL,)
+    return (NO_MODEL, *matched.models())
+
+
+def _usable(found: Matches, requests: TaskRequests) -> list[tuple[str, ClassIndex]]:
+    """Matched classes with the device memory where some node could give one replica."""
+    gpu = requests.gpu_milli
+    classes = found.with_memory(requests.gpu_memory_mib)
+    if gpu >= WHOLE:
+        return [c for c in classes if len(c[1].full) > gpu // WHOLE]
+    return [c for c in classes if c[1].can_host(gpu)]
 
 
 def _by_room(

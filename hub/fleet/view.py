@@ -50,6 +50,7 @@ class FleetView:
         self._reservations: dict[str, Reservation] = {}
         self._ignore = frozenset(per_node_label_keys)
         self._memo: MatchMemo = {}
+        self._changed: dict[str, ClusterInfo] = {}   # every cluster, last changed last
 
     # -- clusters --------------------------------------------------------------------------
 
@@ -66,16 +67,19 @@ class FleetView:
         if existing is not None:
             existing._configure(labels, weight, headroom, state, cordoned)
             return
-        self._clusters[name] = ClusterInfo(
+        self._clusters[name] = cluster = ClusterInfo(
             name, labels=labels, weight=weight, headroom=headroom, state=state,
             cordoned=cordoned, ignore_keys=self._ignore, memo=self._memo,
+            on_change=self._note,
         )
+        self._note(cluster)
         self._ordered = None
 
     def remove_cluster(self, name: str) -> None:
         """Forget a cluster, its nodes and the reservations held on it (no-op if unknown)."""
         if self._clusters.pop(name, None) is None:
             return
+        del self._changed[name]
         self._ordered = None
         for task_id in [t for t, r in self._reservations.items() if r.cluster == name]:
             del self._reservations[task_id]
@@ -104,6 +108,28 @@ class FleetView:
         if self._ordered is None:
             self._ordered = tuple(self._clusters[n] for n in sorted(self._clusters))
         return self._ordered
+
+    @property
+    def tick(self) -> int:
+        """The newest ``version`` of any cluster: ``changed_since`` this shows later changes."""
+        return next(reversed(self._changed.values())).version if self._changed else 0
+
+    def changed_since(self, tick: int) -> list[ClusterInfo]:
+        """The clusters whose ``version`` is above ``tick`` (changed since), newest first.
+
+        Costs one step per cluster returned: the scheduler's caches ask it every decision.
+        """
+        out: list[ClusterInfo] = []
+        for cluster in reversed(self._changed.values()):
+            if cluster.version <= tick:
+                break
+            out.append(cluster)
+        return out
+
+    def _note(self, cluster: ClusterInfo) -> None:
+        """A cluster changed: move it last (``_changed`` stays in version order)."""
+        self._changed.pop(cluster.name, None)
+        self._changed[cluster.name] = cluster
 
     # -- inventory -------------------------------------------------------------------------
 

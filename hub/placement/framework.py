@@ -11,7 +11,7 @@ from a ``Handle`` and listed, in order and with score weights, by a ``Profile``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -81,12 +81,28 @@ class CycleState:
     filter); ``read``/``write`` hold anything else a plugin computes once per decision.
     """
 
-    __slots__ = ("_data", "feasible", "fits")
+    __slots__ = ("_data", "_feasible", "_list_feasible", "fits")
 
     def __init__(self) -> None:
         self.fits: dict[str, Fit | Miss] = {}
-        self.feasible: Sequence[ClusterInfo] = ()
+        self._feasible: Sequence[ClusterInfo] = ()
+        self._list_feasible: Callable[[], Sequence[ClusterInfo]] | None = None
         self._data: dict[str, object] = {}
+
+    @property
+    def feasible(self) -> Sequence[ClusterInfo]:
+        """The clusters that passed every filter (set before scoring)."""
+        if self._list_feasible is not None:
+            self._feasible, self._list_feasible = self._list_feasible(), None
+        return self._feasible
+
+    @feasible.setter
+    def feasible(self, clusters: Sequence[ClusterInfo]) -> None:
+        self._feasible, self._list_feasible = clusters, None
+
+    def defer_feasible(self, lister: Callable[[], Sequence[ClusterInfo]]) -> None:
+        """Let ``feasible`` be what ``lister`` returns, listed only if a plugin reads it."""
+        self._list_feasible = lister
 
     def read(self, key: str) -> object | None:
         """A value a plugin wrote during this decision, or None."""

@@ -57,14 +57,27 @@ class ClusterVerdict:
     plugin_scores: tuple[tuple[str, float], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ScoreTable:
-    """Scores of the feasible clusters: one column per score plugin, and the weighted totals."""
+    """Scores of the feasible clusters: one column per score plugin, and the weighted totals.
+
+    ``rows`` holds each cluster's raw scores (one per plugin) and ``normalized`` the columns
+    a plugin's ``normalize`` rewrote; ``columns`` puts the two together on first access.
+    """
 
     plugins: tuple[str, ...] = ()
     clusters: Sequence[str] = ()
-    columns: Sequence[Sequence[float]] = ()
+    rows: Sequence[Sequence[float]] = ()
+    normalized: Mapping[int, Sequence[float]] = field(default_factory=dict)
     totals: Sequence[float] = ()
+
+    @cached_property
+    def columns(self) -> tuple[Sequence[float], ...]:
+        """Per plugin, the scores of ``clusters`` as they entered the totals."""
+        return tuple(
+            self.normalized[j] if j in self.normalized else [row[j] for row in self.rows]
+            for j in range(len(self.plugins))
+        )
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ The placement loop calls ``schedule`` for each queued task, then ``reserve`` (or
 ``generic_scheduler``: find the clusters that fit, prioritize them, select one, return the
 nodes the fit found. ``schedule`` is pure - it only reads the fleet view.
 
-Speed: the fleet index makes each plugin call cheap; on top, a cluster's filter verdict and
-raw scores for a request shape (selector, requests, priority, failover) are cached until
-the cluster changes (every fleet mutation stamps a new ``ClusterInfo.version``), so over
-clusters that did not change since the last task of that shape a decision costs a
-dictionary lookup per cluster. Filter and score plugins must therefore depend only on the
-request and the cluster (``exclude`` is handled outside the cache; cross-cluster ranking
-goes in ``normalize``). ``cache=False`` measures or debugs without it.
+Speed: the fleet index makes each plugin call cheap; on top, every cluster's filter status
+and raw scores for a request shape (selector, requests, priority, failover) are kept in a
+``ShapeTable`` until the cluster changes (every fleet mutation stamps a new
+``ClusterInfo.version``), and fit searches in a ``FitCache`` until a node they read changes
+(``hub.placement.cache``). A decision re-judges only the clusters that changed since the last
+task of its shape, mostly without searching again. Filter and score plugins must therefore
+depend only on the request and the cluster (``exclude`` is handled outside the cache;
+cross-cluster ranking goes in ``normalize``). ``cache=False`` measures or debugs without it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import cast
 
 from fuyao.errors import InvalidInput
 from fuyao.spec import TaskRequests
-from hub.fleet import ClusterInfo, Fit, FleetView, Miss
+from hub.fleet import ClusterInfo, Fit, FleetView
+from hub.placement.cache import FitCache, ShapeTable
 from hub.placement.framework import (
     MAX_SCORE,
     MIN_SCORE,
@@ -47,20 +49,9 @@ from hub.placement.result import FitError, PlacementResult, ScoreTable
 
 log = logging.getLogger(__name__)
 
-_SHAPES_PER_CLUSTER = 256
-_SHAPE_IDS = 4096
+_SHAPES_KEPT = 1024
 Shape = tuple[str, TaskRequests, int, bool]
-
-
-class _Verdict:
-    """A cluster's filter status for one request shape, its fit, and its raw scores."""
-
-    __slots__ = ("fit", "raw", "status")
-
-    def __init__(self, status: Status, fit: Fit | Miss | None) -> None:
-        self.status = status
-        self.fit = fit
-        self.raw: tuple[float, ...] | None = None
+FitKey = tuple[str, TaskRequests]
 
 
 class Scheduler:
@@ -88,29 +79,43 @@ class Scheduler:
         self._reserves = tuple(
             (name, cast(ReservePlugin, plugins.get(name, "reserve"))) for name in profile.reserves
         )
-        self._cache = cache
-        self._shape_ids: dict[Shape, int] = {}
-        self._next_shape = itertools.count()
-        self._verdicts: dict[str, tuple[int, dict[int, _Verdict]]] = {}
+        # Hot path: bound methods, and which scores go straight into the fixed sum.
+        self._filter_calls = tuple((name, plugin.filter) for name, plugin in self._filters)
+        self._score_calls = tuple(
+            (name, plugin.score, normalizer is None)
+            for (name, _, plugin), normalizer in zip(self._scores, self._normalizers, strict=True)
+        )
+        self._plain_weights = tuple(
+            (j, weight) for j, ((_, weight, _), normalizer)
+            in enumerate(zip(self._scores, self._normalizers, strict=True)) if normalizer is None
+        )
+        self._plugin_names = tuple(name for name, _, _ in self._scores)
+        self._tables: dict[Shape, ShapeTable] | None = {} if cache else None
+        self._fits = FitCache()
+        self._fit_ids: dict[FitKey, int] = {}
+        self._next_fit_id = itertools.count()
+        self._positions_of: tuple[tuple[ClusterInfo, ...], dict[str, int]] = ((), {})
 
     def schedule(self, req: PlacementRequest) -> PlacementResult:
         """Filter -> score -> select. Reserves nothing."""
         ctx = CycleState()
         clusters = self.fleet.ordered
-        verdicts = self._find_feasible(ctx, req, clusters)
-        statuses = {c.name: v.status for c, v in zip(clusters, verdicts, strict=True)}
-        feasible = [(c, v) for c, v in zip(clusters, verdicts, strict=True) if v.status.ok]
-        ctx.feasible = [c for c, _ in feasible]
-        table = self._prioritize(ctx, req, feasible, statuses)
-        best = self._select(table, statuses)
+        judged, errors = self._find_feasible(ctx, req, clusters)
+        ctx.defer_feasible(judged.passed)
+        statuses = judged.statuses.copy()
+        statuses.update(errors)
+        table, clean = self._prioritize(ctx, req, judged, statuses)
+        best = self._select(table, statuses, clean)
         if best is None:
             reasons = [s.reason for s in statuses.values() if not s.ok]
             error = FitError.from_reasons(len(clusters), reasons,
                                           _nearest_fit(req, clusters, statuses))
             log.debug("task %s: %s", req.task_id, error.message)
             return PlacementResult(None, (), error, None, statuses, table)
-        cluster = self.fleet.cluster(best)
-        found = fit_for(ctx, req, cluster) if cluster is not None else None
+        index = judged.names.index(best)
+        found = judged.fits[index]
+        if found is None:
+            found = fit_for(ctx, req, clusters[index])
         fit = found if isinstance(found, Fit) else Fit((), None)
         return PlacementResult(best, fit.nodes, None, fit.model, statuses, table)
 
@@ -139,122 +144,165 @@ class Scheduler:
         for _, plugin in reversed(self._reserves):
             plugin.unreserve(ctx, req, cluster)
 
-    # -- filter ------------------------------------------------------------------------------
+    # -- filter (and raw scores) -------------------------------------------------------------
 
     def _find_feasible(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-    ) -> list[_Verdict]:
-        """Every cluster's filter verdict (cached while the cluster does not change)."""
-        if not self._cache:
-            return [self._run_filters(ctx, req, c) for c in clusters]
-        shape = self._shape_id(req)
-        if len(self._verdicts) > 2 * len(clusters) + 16:
-            self._verdicts = {c.name: self._verdicts[c.name] for c in clusters
-                              if c.name in self._verdicts}
+        self, ctx: CycleState, req: PlacementRequest, clusters: tuple[ClusterInfo, ...],
+    ) -> tuple[ShapeTable, dict[str, Status]]:
+        """Every cluster's verdict (kept where the cluster did not change, others anew), and
+        the ERROR statuses of clusters whose score plugins raised this time."""
+        if self._tables is None:
+            table = ShapeTable(clusters, self._positions(clusters), 0, 0)
+            return table, self._judge(ctx, req, table, range(len(clusters)), keep=False)
+        table = self._table(req, clusters)
+        due = table.due(self.fleet)
         exclude = req.exclude
-        return [
-            self._run_filters(ctx, req, c) if exclude and c.name in exclude
-            else self._cached_filters(ctx, req, c, shape)
-            for c in clusters
-        ]
+        if exclude:   # judged below without keeping; judged again when no longer excluded
+            for i in [i for i in due if table.names[i] in exclude]:
+                due.remove(i)
+                table.forget(i)
+        errors = self._judge(ctx, req, table, due, keep=True) if due else {}
+        if not exclude:
+            return table, errors
+        table = table.detached()
+        again = [i for i, name in enumerate(table.names) if name in exclude]
+        errors.update(self._judge(ctx, req, table, again, keep=False))
+        return table, errors
 
-    def _shape_id(self, req: PlacementRequest) -> int:
-        """A small int per request shape (ids are never reused, so stale entries never match)."""
+    def _table(self, req: PlacementRequest, clusters: tuple[ClusterInfo, ...]) -> ShapeTable:
+        """The shape's table, new when the fleet's cluster list changed since."""
+        assert self._tables is not None
         shape: Shape = (req.selector_key, req.requests, req.priority, req.failover)
-        found = self._shape_ids.get(shape)
-        if found is None:
-            if len(self._shape_ids) >= _SHAPE_IDS:
-                self._shape_ids.clear()
-            found = self._shape_ids[shape] = next(self._next_shape)
-        return found
+        table = self._tables.get(shape)
+        if table is not None and table.clusters is clusters:
+            return table
+        if table is None and len(self._tables) >= _SHAPES_KEPT:
+            self._tables.clear()
+        if table is not None:   # a cluster joined or left: drop what belonged to gone ones
+            self._fits.prune({c.name for c in clusters})
+        fit_key: FitKey = (req.selector_key, req.requests)
+        fit_id = self._fit_ids.get(fit_key)
+        if fit_id is None:
+            if len(self._fit_ids) >= _SHAPES_KEPT:
+                self._fit_ids.clear()   # ids are never reused: old entries just go unread
+            fit_id = self._fit_ids[fit_key] = next(self._next_fit_id)
+        table = self._tables[shape] = ShapeTable(clusters, self._positions(clusters), fit_id,
+                                                 self.fleet.tick)
+        return table
 
-    def _cached_filters(
-        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo, shape: int,
-    ) -> _Verdict:
-        entry = self._verdicts.get(cluster.name)
-        if entry is None or entry[0] != cluster.version:
-            entry = self._verdicts[cluster.name] = (cluster.version, {})
-        verdict = entry[1].get(shape)
-        if verdict is not None:
-            if verdict.fit is not None:
-                ctx.fits[cluster.name] = verdict.fit
-            return verdict
-        verdict = self._run_filters(ctx, req, cluster)
-        if verdict.status.code is not Code.ERROR:
-            if len(entry[1]) >= _SHAPES_PER_CLUSTER:
-                entry[1].clear()
-            entry[1][shape] = verdict
-        return verdict
+    def _positions(self, clusters: tuple[ClusterInfo, ...]) -> dict[str, int]:
+        """Name -> index in ``clusters`` (kept for the fleet's current cluster list)."""
+        if self._positions_of[0] is not clusters:
+            self._positions_of = (clusters, {c.name: i for i, c in enumerate(clusters)})
+        return self._positions_of[1]
 
-    def _run_filters(
-        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
-    ) -> _Verdict:
+    def _judge(
+        self, ctx: CycleState, req: PlacementRequest, table: ShapeTable, indices: Sequence[int],
+        *, keep: bool,
+    ) -> dict[str, Status]:
+        """Run the filters, then the scores of those that pass, for these clusters; return
+        the ERROR status of each whose scoring raised (not kept: it is judged again).
+
+        ``keep``: reuse and keep fit searches in the ``FitCache``. A cluster whose verdict is
+        an error is judged again next time.
+        """
+        clusters, statuses, oks, fits = table.clusters, table.statuses, table.oks, table.fits
+        kept_fit = self._fits.get
+        searched: list[int] = []
+        passed: list[int] = []
+        for i in indices:
+            cluster = clusters[i]
+            kept = kept_fit(cluster, table.fit_id) if keep else None
+            if kept is not None:
+                ctx.fits[cluster.name] = kept
+            else:
+                searched.append(i)
+            status = statuses[cluster.name] = self._run_filters(ctx, req, cluster)
+            oks[i] = False
+            if status.ok:
+                passed.append(i)
+            elif status.code is Code.ERROR:
+                table.forget(i)
+        if passed:
+            ctx.defer_feasible(table.passed)
+        errors: dict[str, Status] = {}
+        raws, fixed, plain = table.raws, table.fixed, self._plain_weights
+        for i in passed:
+            raw = self._raw_scores(ctx, req, clusters[i])
+            if isinstance(raw, Status):
+                errors[clusters[i].name] = raw
+                table.forget(i)
+                continue
+            total = 0.0   # the weighted sum of the scores no plugin normalizes
+            for j, weight in plain:
+                total += weight * raw[j]
+            raws[i], fixed[i], oks[i] = raw, total, True
+        found_fits = ctx.fits
+        for i in indices:
+            fits[i] = found_fits.get(clusters[i].name)
+        if keep:
+            for i in searched:
+                found = fits[i]
+                if found is not None:
+                    self._fits.put(clusters[i], table.fit_id, req, found)
+        return errors
+
+    def _run_filters(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
         status = SUCCESS
-        for name, plugin in self._filters:
+        for name, run in self._filter_calls:
             try:
-                status = plugin.filter(ctx, req, cluster)
+                status = run(ctx, req, cluster)
             except Exception as exc:
-                status = _plugin_error(name, "filter", cluster.name, exc)
-                break
+                return _plugin_error(name, "filter", cluster.name, exc)
             if not status.ok:
-                if not status.plugin:
-                    status = replace(status, plugin=name)
-                break
-        return _Verdict(status, ctx.fits.get(cluster.name))
+                return status if status.plugin else replace(status, plugin=name)
+        return status
+
+    def _raw_scores(
+        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
+    ) -> tuple[float, ...] | Status:
+        """Each score plugin's raw score, or the ERROR status of the first that failed."""
+        raw: list[float] = []
+        for name, run, checked in self._score_calls:
+            try:
+                value = float(run(ctx, req, cluster))
+                if checked and not MIN_SCORE <= value <= MAX_SCORE:
+                    _check_range(value)
+            except Exception as exc:
+                return _plugin_error(name, "score", cluster.name, exc)
+            raw.append(value)
+        return tuple(raw)
 
     # -- score and select ----------------------------------------------------------------------
 
     def _prioritize(
-        self, ctx: CycleState, req: PlacementRequest,
-        feasible: list[tuple[ClusterInfo, _Verdict]], statuses: dict[str, Status],
-    ) -> ScoreTable:
-        """Per-plugin score columns (normalized where the plugin says) and weighted totals.
-
-        A plugin that raises or scores outside 0..100 turns that cluster into an ERROR.
-        """
-        names: list[str] = []
-        rows: list[tuple[float, ...]] = []
-        for cluster, verdict in feasible:
-            raw = verdict.raw
-            if raw is None:
-                raw = self._raw_scores(ctx, req, cluster, statuses)
-                if raw is None:
-                    continue
-                verdict.raw = raw
-            names.append(cluster.name)
-            rows.append(raw)
-        columns: list[list[float]] = []
-        totals = [0.0] * len(names)
-        for j, (plugin, weight, _) in enumerate(self._scores):
-            column = [raw[j] for raw in rows]
-            normalizer = self._normalizers[j]
-            if normalizer is not None:
-                column = self._normalized(ctx, req, plugin, normalizer, names, column, statuses)
-            columns.append(column)
-            totals = [t + weight * x for t, x in zip(totals, column, strict=True)]
-        return ScoreTable(tuple(s[0] for s in self._scores), names, columns, totals)
-
-    def _raw_scores(
-        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
+        self, ctx: CycleState, req: PlacementRequest, judged: ShapeTable,
         statuses: dict[str, Status],
-    ) -> tuple[float, ...] | None:
-        raw: list[float] = []
-        for (name, _, plugin), normalizer in zip(self._scores, self._normalizers, strict=True):
-            try:
-                value = plugin.score(ctx, req, cluster)
-                if normalizer is None:
-                    _check_range(value)
-            except Exception as exc:
-                statuses[cluster.name] = _plugin_error(name, "score", cluster.name, exc)
-                return None
-            raw.append(float(value))
-        return tuple(raw)
+    ) -> tuple[ScoreTable, bool]:
+        """Normalized columns and weighted totals (plain scores first, then normalized ones).
+
+        A normalizer that raises or leaves a score outside 0..100 turns clusters into ERRORs
+        (the flag is False then).
+        """
+        names, rows, totals = judged.feasible()
+        normalized: dict[int, list[float]] = {}
+        clean = True
+        for j, (plugin, weight, _) in enumerate(self._scores):
+            normalizer = self._normalizers[j]
+            if normalizer is None:
+                continue
+            column, ok = self._normalized(ctx, req, plugin, normalizer, names,
+                                          [raw[j] for raw in rows], statuses)
+            normalized[j] = column
+            clean = clean and ok
+            totals = [t + weight * x for t, x in zip(totals, column, strict=True)]
+        return ScoreTable(self._plugin_names, names, rows, normalized, totals), clean
 
     @staticmethod
     def _normalized(
         ctx: CycleState, req: PlacementRequest, plugin: str, normalizer: ScoreNormalizer,
         names: list[str], column: list[float], statuses: dict[str, Status],
-    ) -> list[float]:
+    ) -> tuple[list[float], bool]:
         out = list(column)
         try:
             normalizer.normalize(ctx, req, names, out)
@@ -263,21 +311,25 @@ class Scheduler:
         except Exception as exc:
             for name in names:
                 statuses[name] = _plugin_error(plugin, "normalize", name, exc)
-            return column
+            return column, False
         if out and (min(out) < MIN_SCORE or max(out) > MAX_SCORE):
             for name, value in zip(names, out, strict=True):
                 try:
                     _check_range(value)
                 except ValueError as exc:
                     statuses[name] = _plugin_error(plugin, "normalize", name, exc)
-        return out
+            return out, False
+        return out, True
 
     @staticmethod
-    def _select(table: ScoreTable, statuses: dict[str, Status]) -> str | None:
+    def _select(table: ScoreTable, statuses: dict[str, Status], clean: bool) -> str | None:
         """Highest total; ties go to the first name (clusters come sorted by name)."""
+        totals = table.totals
+        if clean:
+            return table.clusters[totals.index(max(totals))] if totals else None
         best: str | None = None
         best_total = float("-inf")
-        for name, total in zip(table.clusters, table.totals, strict=True):
+        for name, total in zip(table.clusters, totals, strict=True):
             if total > best_total and statuses[name].ok:
                 best, best_total = name, total
         return best

@@ -39,17 +39,28 @@ class Headroom:
 
     def __init__(self, handle: Handle) -> None:
         self._threshold = handle.headroom_priority
+        self._decision: CycleState | None = None
+        self._rooms: dict[str, float] = {}   # room_after per cluster for ``_decision``
 
     def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
         """``SUCCESS`` for failover and high priority, else only if the reserve stays free."""
         if req.failover or req.priority >= self._threshold:
             return SUCCESS
-        left = room_after(ctx, req, cluster)
+        left = self._room(ctx, req, cluster)
         return SUCCESS if left >= cluster.headroom - _EPSILON else _BELOW
 
     def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
         """100 x the fraction of the tightest resource left after placing."""
-        return max(MIN_SCORE, min(MAX_SCORE, MAX_SCORE * room_after(ctx, req, cluster)))
+        return max(MIN_SCORE, min(MAX_SCORE, MAX_SCORE * self._room(ctx, req, cluster)))
+
+    def _room(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        """``room_after``, once per cluster and decision (the score reuses the filter's)."""
+        if self._decision is not ctx:
+            self._decision, self._rooms = ctx, {}
+        left = self._rooms.get(cluster.name)
+        if left is None:
+            left = self._rooms[cluster.name] = room_after(ctx, req, cluster)
+        return left
 
 
 def room_after(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:

@@ -1,0 +1,125 @@
+"""The scheduler's caches: per request shape every cluster's verdict, per cluster its fits.
+
+``Scheduler`` (``hub.placement.scheduler``) keeps two levels, both dropped with
+``Scheduler(..., cache=False)``:
+
+- ``ShapeTable``: for one request shape (selector, requests, priority, failover), each
+  cluster's filter status, fit and raw scores, in the fleet's cluster order, current to a
+  fleet tick. A decision re-judges only the clusters ``FleetView.changed_since`` that tick
+  (any change to a cluster moves its ``version``), then ranks from the table's columns.
+- ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
+  the cluster's ``layout_version`` and the ``model_version`` of every model the search read
+  (``hub.fleet.fit_models``) stay put. A re-judged cluster reuses it - so a reservation on
+  an H100 node re-runs the cheap plugins for a V100 request but not its fit search - and the
+  priority and failover variants of one request share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import compress
+
+from hub.fleet import ClusterInfo, Fit, FleetView, Miss, fit_models
+from hub.placement.framework import SUCCESS, PlacementRequest, Status
+
+_FITS_PER_CLUSTER = 512
+
+FitEntry = tuple[Fit | Miss, int, tuple[str, ...]]   # answer, cluster version, models read
+
+
+class ShapeTable:
+    """One request shape's verdicts, aligned with the fleet's clusters (sorted by name)."""
+
+    __slots__ = (
+        "clusters", "fit_id", "fits", "fixed", "names", "oks", "positions", "raws", "redo",
+        "seen", "statuses",
+    )
+
+    def __init__(
+        self, clusters: tuple[ClusterInfo, ...], positions: Mapping[str, int], fit_id: int,
+        seen: int,
+    ) -> None:
+        count = len(clusters)
+        self.clusters = clusters
+        self.positions = positions            # name -> index (shared by tables of clusters)
+        self.fit_id = fit_id
+        self.names = [c.name for c in clusters]
+        self.seen = seen                      # the fleet tick the verdicts are current to...
+        self.redo = set(range(count))         # ... except these (never judged, or an error)
+        self.statuses: dict[str, Status] = dict.fromkeys(self.names, SUCCESS)   # in order
+        self.oks = [False] * count            # passed every filter and was scored
+        self.raws: list[tuple[float, ...]] = [()] * count
+        self.fixed = [0.0] * count            # weighted sum of the scores not normalized
+        self.fits: list[Fit | Miss | None] = [None] * count
+
+    def due(self, fleet: FleetView) -> list[int]:
+        """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
+        changed = fleet.changed_since(self.seen)
+        self.seen = fleet.tick
+        if not changed and not self.redo:
+            return []
+        due, self.redo = self.redo, set()
+        positions = self.positions
+        due.update(positions[c.name] for c in changed)
+        return sorted(due)
+
+    def forget(self, index: int) -> None:
+        """Judge this cluster again next time (its verdict is an error, or was not made)."""
+        self.redo.add(index)
+
+    def detached(self) -> ShapeTable:
+        """A copy for one decision (its changes are not kept)."""
+        copy = ShapeTable.__new__(ShapeTable)
+        copy.clusters, copy.positions, copy.fit_id = self.clusters, self.positions, self.fit_id
+        copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
+        copy.statuses, copy.oks = self.statuses.copy(), list(self.oks)
+        copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
+        return copy
+
+    def feasible(self) -> tuple[list[str], list[tuple[float, ...]], list[float]]:
+        """Names, raw score rows and fixed sums of the clusters that passed and were scored."""
+        oks = self.oks
+        return (list(compress(self.names, oks)), list(compress(self.raws, oks)),
+                list(compress(self.fixed, oks)))
+
+    def passed(self) -> list[ClusterInfo]:
+        """The clusters whose filters all passed."""
+        return [c for c, s in zip(self.clusters, self.statuses.values(), strict=True) if s.ok]
+
+
+class FitCache:
+    """Fit search answers per cluster and (selector, requests), checked against model stamps."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[int, FitEntry]] = {}
+
+    def get(self, cluster: ClusterInfo, fit_id: int) -> Fit | Miss | None:
+        """The kept answer if nothing it read has changed since, else None."""
+        per_cluster = self._entries.get(cluster.name)
+        entry = None if per_cluster is None else per_cluster.get(fit_id)
+        if entry is None:
+            return None
+        found, stamp, models = entry
+        if cluster.layout_version > stamp:
+            return None
+        versions = cluster.model_versions
+        for model in models:
+            if versions.get(model, 0) > stamp:
+                return None
+        return found
+
+    def put(self, cluster: ClusterInfo, fit_id: int, req: PlacementRequest,
+            found: Fit | Miss) -> None:
+        """Keep an answer ``find_fit`` just gave for this cluster as it is now."""
+        per_cluster = self._entries.setdefault(cluster.name, {})
+        if len(per_cluster) >= _FITS_PER_CLUSTER:
+            per_cluster.clear()
+        models = fit_models(cluster, req.selector, req.selector_key, req.requests, found)
+        per_cluster[fit_id] = (found, cluster.version, models)
+
+    def prune(self, names: set[str]) -> None:
+        """Forget clusters no longer in the fleet."""
+        for gone in [n for n in self._entries if n not in names]:
+            del self._entries[gone]
