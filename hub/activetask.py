@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fuyao.catalog import DEFAULT_CATALOG
+from fuyao.labels import GPU_MODEL, NPU_MODEL
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -100,14 +102,29 @@ class ActiveTask:
         )
 
 
-def workload_of(task: ActiveTask) -> pb.TaskWorkload:
-    """The member-side description of a task's workload."""
+def member_selector(selector: str, model: str | None, gpu_milli: int) -> str:
+    """The node selector the member binds with: the task's own, plus the accelerator model
+    the hub's fit chose for a GPU task. Without the pin a member is free to bind another
+    model than the one the hub reserved and checked headroom on (its best fit need not be
+    the hub's), and the hub's view of every model drifts from the member's."""
+    if not gpu_milli or not model:
+        return selector
+    entry = DEFAULT_CATALOG.get(model)
+    key = NPU_MODEL if entry is not None and entry.kind == "npu" else GPU_MODEL
+    pin = f"{key} = {model}"
+    return f"{selector}, {pin}" if selector.strip() else pin
+
+
+def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
+    """The member-side description of a task's workload; ``model`` is the accelerator model
+    of the hub's fit, pinned in the selector (see ``member_selector``)."""
     req = task.spec.requests()
     return pb.TaskWorkload(
         image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
         memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
-        selector=task.spec.effective_selector(), replicas=task.spec.replicas,
-        duration_seconds=task.spec.duration_seconds(), priority=task.priority,
+        selector=member_selector(task.spec.effective_selector(), model, req.gpu_milli),
+        replicas=task.spec.replicas, duration_seconds=task.spec.duration_seconds(),
+        priority=task.priority,
     )
 
 

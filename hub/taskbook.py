@@ -155,7 +155,8 @@ class TaskBook:
             placements.append(PlacementRecord(task.id, result.cluster, task.generation, now,
                                               list(result.nodes)))
             msg = pb.HubMessage(place=pb.PlaceTask(task_id=task.id, generation=task.generation,
-                                                   name=task.name, workload=workload_of(task)))
+                                                   name=task.name,
+                                                   workload=workload_of(task, result.model)))
             commands.append((result.cluster, msg))
         for task, result in waiting:
             message = result.error.message if result.error else "no cluster available"

@@ -82,6 +82,6 @@ def test_join_submit_list_capacity_through_the_cli(stack: LocalStack, tmp_path: 
     assert ctl_json(stack, "task", "list", "--state", "Cancelled")[0]["name"] == "ft"
 
     audit = ctl_json(stack, "audit", "--limit", "3")
-    assert [(a["action"], a["target"]) for a in audit][0] == ("task.cancel", "ft")
+    assert (audit[0]["action"], audit[0]["target"]) == ("task.cancel", "ft")
     assert any(a["result"].startswith("refused:") for a in ctl_json(stack, "audit"))
     assert "task.cancel" in ctl(stack, "audit").stdout

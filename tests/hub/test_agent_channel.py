@@ -212,3 +212,15 @@ async def test_task_a_member_cannot_schedule_spills_over_to_another_cluster(
     assert any("trying another cluster" in m for m in messages)
     await east.close()
     await west.close()
+
+
+async def test_place_pins_the_model_the_hub_reserved(harness: HubHarness) -> None:
+    """A GPU task that names no model is sent with the model of the hub's fit, so the member
+    binds what the hub reserved and checked headroom on; CPU-only tasks are sent as given."""
+    agent = await ready_agent(harness, "east", [gpu_node("t4-0", "Tesla-T4", 4)])
+    await harness.api.post("/api/v1/tasks", json={"name": "any-gpu", "gpu": 1})
+    assert (await agent.expect("place")).place.workload.selector == "fuyao.io/gpu-model = T4"
+    await harness.api.post("/api/v1/tasks", json={"name": "arm", "selector": "arch = amd64"})
+    sent = (await agent.expect("place")).place.workload.selector
+    assert sent == "arch = amd64"
+    await agent.close()
