@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import sys
 import time
@@ -46,7 +47,9 @@ from trace_replay import (
 from fuyao.errors import FuyaoError, InvalidInput
 from member_agent.backends.sim.fleet import load_fleet
 
-TRACES = Path("/work/shared/traces")
+# shared/ sits beside the repository (as on the developers' machines and in CI).
+TRACES = Path(os.environ.get("FUYAO_TRACES")
+              or Path(__file__).resolve().parents[2] / "shared" / "traces")
 NODES = "alibaba-gpu-v2023/openb_node_list_all_node.csv"
 PODS = "alibaba-gpu-v2023/openb_pod_list_default.csv"
 FGD = "fgd-results/analysis_allo_discrete.csv"

@@ -37,3 +37,12 @@ def test_placement_bench_runs_with_its_baseline() -> None:
     assert result["indexed_cached"]["decisions_per_s"] > 0
     assert result["baseline_naive_scan"]["decisions_per_s"] > 0
     assert result["disagreements_with_baseline_or_uncached"] == 0
+
+
+def test_trace_quality_bench_reports_federation_against_the_fgd_single_pool() -> None:
+    result = run_bench("trace_quality.py")
+    assert {"BestFit", "FGD"} <= set(result["fgd_single_pool"])
+    assert sorted(r["clusters"] for r in result["runs"]) == [1, 4, 4]   # K=1; K=4 two choices
+    for run in result["runs"]:
+        assert 0 < run["alloc_pct"]["50"] <= run["alloc_pct"]["100"] <= 100
+        assert run["member_unfit"] == 0 and run["member_chose_other_model"] == 0

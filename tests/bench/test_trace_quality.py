@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import trace_quality  # noqa: E402
+from trace_quality import TRACES  # noqa: E402
 from trace_replay import (  # noqa: E402
     ClusterChoice,
     Federation,
@@ -35,7 +36,7 @@ from trace_replay import (  # noqa: E402
 
 from fuyao.errors import InvalidInput  # noqa: E402
 
-SHARED = Path("/work/shared/traces/alibaba-gpu-v2023/openb_node_list_all_node.csv")
+SHARED = TRACES / "alibaba-gpu-v2023" / "openb_node_list_all_node.csv"
 
 # (name, cpu_milli, memory_mib, gpus, model), four nodes of each
 KINDS = [("cpu", 32000, 131072, 0, ""), ("t4", 32000, 131072, 2, "T4"),
