@@ -74,6 +74,9 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         except FuyaoError as exc:
             await _abort(context, exc)
             return
+        # Initial metadata tells the agent it was accepted; it writes nothing before it (a
+        # write racing a refusal would turn UNAUTHENTICATED into INTERNAL, grpc/grpc#36066).
+        await context.send_initial_metadata((("fuyao-cluster", cluster),))
         session = self.hub.sessions.open(cluster)
         log.info("cluster %s: agent stream open", cluster)
         reader = asyncio.create_task(self._read(session, request_iterator))

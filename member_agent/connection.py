@@ -174,6 +174,14 @@ class Agent:
         metadata = (("authorization", f"Bearer {credential}"),)
         call = stub.Connect(metadata=metadata)
         started = time.monotonic()
+        # The hub sends initial metadata once it accepts the credential. Write nothing before:
+        # a write racing the hub's refusal makes grpc.aio report INTERNAL "Internal error
+        # from Core" instead of the hub's UNAUTHENTICATED (grpc/grpc#36066).
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await call.initial_metadata()
+        if call.done():
+            await self._raise_for_status(call, 0.0)
+            return
         tasks: list[asyncio.Task[None]] = []
         try:
             hello = pb.Hello(

@@ -47,6 +47,7 @@ class HubStub(pb_grpc.AgentChannelServicer):
         self._record("connect", metadata.get("authorization"))
         if self.revoked or metadata.get("authorization") != f"Bearer {CREDENTIAL}":
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown cluster credential")
+        await context.send_initial_metadata((("fuyao-cluster", "east"),))   # as the hub does
 
         async def receive() -> None:
             async for message in request_iterator:

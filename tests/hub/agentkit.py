@@ -53,6 +53,9 @@ class RawAgent:
         return resp.credential
 
     async def _messages(self) -> AsyncIterator[pb.AgentMessage]:
+        # Like the real agent: nothing is written before the hub accepts the stream.
+        assert self.call is not None
+        await self.call.initial_metadata()
         while True:
             msg = await self.outbox.get()
             if msg is None:

@@ -70,7 +70,9 @@ async def test_stream_without_valid_credential_is_refused(harness: HubHarness) -
     await join(harness, "east")
     agent = RawAgent(harness.agent_address, "east")
     await agent.connect([gpu_node("n0", "Tesla-T4", 4)], credential="fyc_forged")
-    assert await agent.status() == grpc.StatusCode.UNAUTHENTICATED
+    code = await agent.status()
+    assert agent.call is not None
+    assert code == grpc.StatusCode.UNAUTHENTICATED, await agent.call.details()
     assert harness.hub.clusters.entries["east"].record.state == "Joining"
     await agent.close()
 
