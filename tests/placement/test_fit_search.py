@@ -153,3 +153,39 @@ def test_index_agrees_with_brute_force(seed: int) -> None:
                               [f"n{rng.randrange(45)}"])
         if rng.random() < 0.3 and step:
             fleet.release(f"t{rng.randrange(step)}")
+
+
+def search_with_headroom(nodes: list[NodeInfo], r: TaskRequests, headroom: float) -> Fit | Miss:
+    fleet = fleet_of({"c1": nodes}, headroom=headroom)
+    cluster = fleet.cluster("c1")
+    assert cluster is not None
+    sel = parse_selector("")
+    return find_fit(cluster, sel, str(sel), r)
+
+
+T4_NEARLY_FULL = node("t4", "T4", 8, free_milli=[0] * 7 + [1000])
+A100_EMPTY = node("a100", "A100", 8)
+
+MODEL_CHOICE = [
+    # (id, nodes, requests, headroom, wanted): one replica of a task naming no model goes to
+    # the tightest node of any model (as a best-fit member binds it), sparing models whose
+    # headroom reserve it would eat.
+    ("tightest-model-wins", [A100_EMPTY, T4_NEARLY_FULL], requests(gpu_milli=1000), 0.0,
+     Fit(("t4",), "T4")),
+    ("reserve-spared", [A100_EMPTY, T4_NEARLY_FULL], requests(gpu_milli=1000), 0.2,
+     Fit(("a100",), "A100")),
+    ("reserve-used-if-nothing-else", [T4_NEARLY_FULL], requests(gpu_milli=1000), 0.2,
+     Fit(("t4",), "T4")),
+    ("share-on-a-partly-used-card", [A100_EMPTY, node("t4", "T4", 4, free_milli=[600, 0, 0, 0])],
+     requests(gpu_milli=500), 0.0, Fit(("t4",), "T4")),
+    ("share-tighter-bucket-wins", [node("a", "A100", 2, free_milli=[900, 0]),
+                                   node("t", "T4", 2, free_milli=[550, 0])],
+     requests(gpu_milli=500), 0.0, Fit(("t",), "T4")),
+]
+
+
+@pytest.mark.parametrize(("nodes", "r", "headroom", "wanted"),
+                         [c[1:] for c in MODEL_CHOICE], ids=[c[0] for c in MODEL_CHOICE])
+def test_one_replica_goes_to_the_tightest_model_outside_the_reserve(
+        nodes: list[NodeInfo], r: TaskRequests, headroom: float, wanted: Fit) -> None:
+    assert search_with_headroom(nodes, r, headroom) == wanted
