@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ def test_allocation_is_a_percentage_that_grows_with_arrived_work(files: dict[str
     result = replay(fed, order, until=100)
     values = [result.curve[p] for p in sorted(result.curve)]
     assert all(0.0 <= v <= 100.0 for v in values)
-    assert values == sorted(values)
+    assert all(b >= a - 1e-9 for a, b in pairwise(values))  # monotone
     at_100 = result.at(100)
     assert at_100 is not None and 50.0 < at_100 <= 100.0
     assert result.arrived_pct >= 100.0
