@@ -7,7 +7,6 @@ The end-to-end tests point the real ``kubernetes`` client at ``KubeStandIn`` (re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,11 +17,12 @@ from kubernetes import client
 from fuyao.errors import Transient
 from fuyao.selector import parse_selector
 from fuyao.wire.v1 import agent_pb2 as pb
-from member_agent.backends.base import BackendEvent, NodesChanged, Phase, TaskChanged
+from member_agent.backends.base import NodesChanged, Phase, TaskChanged
 from member_agent.backends.kube import KubeBackend
 from member_agent.backends.kube.convert import copy_phase, node_info, pod_requests
 from member_agent.backends.kube.manifest import node_affinity, pod_manifests, replica_name
 from tests.agent.kubestandin import KubeStandIn
+from tests.agent.recorder import Recorder
 
 NS = "fuyao-tasks"
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
@@ -218,28 +218,6 @@ def test_other_ordered_comparisons_expand_to_the_values_nodes_have() -> None:
 
 
 # --- list + watch against the stand-in -------------------------------------------------
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[BackendEvent] = []
-        self.changed = asyncio.Event()
-
-    def __call__(self, event: BackendEvent) -> None:
-        self.events.append(event)
-        self.changed.set()
-
-    def phases(self, task_id: str = "t-1", gen: int = 1) -> list[Phase]:
-        return [e.status.phase for e in self.events if isinstance(e, TaskChanged)
-                and (e.status.task_id, e.status.generation) == (task_id, gen)]
-
-    async def until(self, check: Any, timeout: float = 5.0) -> None:
-        """Wait for ``check()``; it may also depend on the stand-in, so poll too."""
-        async with asyncio.timeout(timeout):
-            while not check():
-                self.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), 0.05)
 
 
 @pytest.fixture

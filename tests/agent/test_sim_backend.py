@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from fuyao.wire.v1 import agent_pb2 as pb
-from member_agent.backends.base import BackendEvent, NodesChanged, Phase, TaskChanged
+from member_agent.backends.base import NodesChanged, Phase, TaskChanged
 from member_agent.backends.sim.backend import SimBackend
 from member_agent.backends.sim.fleet import Fleet, FleetNode
+from tests.agent.recorder import Recorder
 
 T4 = {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.memory": "15360"}
 
@@ -32,28 +33,6 @@ def place(task_id: str, gen: int = 1, *, gpu: int = 1000, duration: float = 0.0,
     workload = pb.TaskWorkload(cpu_milli=1000, memory_mib=1024, gpu_milli=gpu, replicas=replicas,
                                duration_seconds=duration, selector=selector)
     return pb.PlaceTask(task_id=task_id, generation=gen, name=task_id, workload=workload)
-
-
-class Recorder:
-    """Collects backend events and waits for task phases."""
-
-    def __init__(self) -> None:
-        self.events: list[BackendEvent] = []
-        self.changed = asyncio.Event()
-
-    def __call__(self, event: BackendEvent) -> None:
-        self.events.append(event)
-        self.changed.set()
-
-    def phases(self, task_id: str, gen: int = 1) -> list[Phase]:
-        return [e.status.phase for e in self.events if isinstance(e, TaskChanged)
-                and e.status.task_id == task_id and e.status.generation == gen]
-
-    async def wait_for(self, task_id: str, phase: Phase, gen: int = 1) -> None:
-        async with asyncio.timeout(3):
-            while phase not in self.phases(task_id, gen):
-                self.changed.clear()
-                await self.changed.wait()
 
 
 @pytest.fixture
