@@ -6,15 +6,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-# The store tests start a real PostgreSQL server (initdb/pg_ctl), unless FUYAO_TEST_PG_URL
-# names one. Install Debian's server if the machine has none and we may.
+# Tests start real servers: PostgreSQL (initdb/pg_ctl, unless FUYAO_TEST_PG_URL names one),
+# Redis (redis-server) and headless Chromium for the web view. Install Debian's packages for
+# whichever is missing, when we may (root with apt-get); otherwise say what to install.
+missing=()
 if [ -z "${FUYAO_TEST_PG_URL:-}" ] && ! command -v initdb >/dev/null \
    && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v chromium >/dev/null || missing+=(chromium chromium-driver)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "== installing PostgreSQL server (Debian package postgresql)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    echo "== installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "PostgreSQL server binaries (initdb, pg_ctl) are needed: install postgresql" >&2
+    echo "these Debian packages are needed for the tests: ${missing[*]}" >&2
     exit 1
   fi
 fi
