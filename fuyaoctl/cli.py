@@ -10,95 +10,22 @@ Tests hand an ``httpx.Client`` in through ``AppContext(http=...)`` (``CliRunner.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-import httpx
 
 from fuyao import __version__
-from fuyao.errors import FuyaoError
-from fuyao.quantity import parse_duration
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
-from fuyaoctl import render
-from fuyaoctl.client import TERMINAL_STATES, Client
-from fuyaoctl.render import FORMATS, Renderer
+from fuyaoctl.client import TERMINAL_STATES
+from fuyaoctl.context import AppContext, FuyaoGroup, output_option, pairs, seconds
+from fuyaoctl.render import FORMATS
 from fuyaoctl.taskfile import read_task_file
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 WAIT_GOALS: dict[str, frozenset[TaskState]] = {
     "Running": frozenset({TaskState.RUNNING, TaskState.SUCCEEDED}),  # started, maybe done
     "Succeeded": frozenset({TaskState.SUCCEEDED}),
     "terminal": TERMINAL_STATES,
 }
-
-
-@dataclass
-class AppContext:
-    """What every command needs: how to reach the hub, and how to print."""
-
-    http: httpx.Client | None = None
-    hub: str | None = None
-    token: str | None = None
-    output: str = "table"
-    _client: Client | None = None
-
-    def client(self) -> Client:
-        """The SDK client for this invocation (created once)."""
-        if self._client is None:
-            self._client = Client(self.hub, token=self.token, http=self.http)
-            click.get_current_context().call_on_close(self._client.close)
-        return self._client
-
-    def render(self) -> Renderer:
-        """A renderer for the output format chosen with ``-o``."""
-        return Renderer(self.output)
-
-
-class FuyaoGroup(click.Group):
-    """The root group: its ``invoke`` is the one place library errors become exit codes."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except FuyaoError as exc:
-            render.error(exc.message)
-            ctx.exit(exc.exit_code)
-
-
-def _remember_output(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        ctx.ensure_object(AppContext).output = value.lower()
-
-
-def output_option(func: F) -> F:
-    """``-o/--output`` on a subcommand, so ``fuyaoctl task list -o json`` works too."""
-    return click.option(
-        "-o", "--output", type=click.Choice(FORMATS, case_sensitive=False), default=None,
-        expose_value=False, callback=_remember_output,
-        help="Output format: table, json or yaml.",
-    )(func)
-
-
-def _pairs(_: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param=param)
-        pairs[key] = value
-    return pairs
-
-
-def _seconds(_: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return round(parse_duration(value))
-    except FuyaoError as exc:
-        raise click.BadParameter(exc.message, param=param) from exc
 
 
 @click.group(cls=FuyaoGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -129,13 +56,13 @@ def cluster() -> None:
 
 @cluster.command("join")
 @click.argument("name")
-@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=_pairs,
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=pairs,
               help="Cluster label (region, site, provider, cost tier); repeatable.")
 @click.option("--weight", type=int, default=1, show_default=True,
               help="Placement weight (0-1000); higher gets more tasks.")
 @click.option("--headroom", type=float, default=DEFAULT_HEADROOM, show_default=True,
               help="Fraction of capacity kept free for failover.")
-@click.option("--token-ttl", metavar="DURATION", callback=_seconds,
+@click.option("--token-ttl", metavar="DURATION", callback=seconds,
               help="How long the join token stays valid, e.g. 30m, 24h, 7d (default 24h).")
 @output_option
 @click.pass_obj
@@ -220,7 +147,7 @@ def task() -> None:
 @click.option("--priority", type=int, help="Priority; higher is placed first.")
 @click.option("--replicas", type=int, help="Number of replicas.")
 @click.option("--duration", help="Run time on sim members: 30s, 5m.")
-@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=_pairs,
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=pairs,
               help="Task label; repeatable.")
 @output_option
 @click.pass_obj
@@ -316,6 +243,9 @@ def capacity(app: AppContext, cluster: str | None) -> None:
 def audit(app: AppContext, limit: int) -> None:
     """Who changed what and when: joins, cordons, removals, submits, cancels, registrations."""
     app.render().audit(app.client().audit_log(limit))
+
+
+# -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
 
 
 def main() -> None:
