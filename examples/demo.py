@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -33,20 +32,20 @@ TASK_FILES = ["train-h100.yaml", "finetune-a100.yaml", "inference-t4.yaml",
               "notebook-share.yaml", "etl-arm.yaml", "batch.yaml", "too-big.yaml"]
 
 
-def fuyaoctl(hub: str, *args: str, capture: bool = False) -> str:
+def fuyaoctl(stack: LocalStack, *args: str, capture: bool = False) -> str:
     """Run fuyaoctl as a user would, showing the command; returns its output if captured."""
     print(f"\n$ fuyaoctl {' '.join(args)}", flush=True)
     script = Path(sys.executable).parent / "fuyaoctl"
     argv = [str(script)] if script.exists() else [sys.executable, "-m", "fuyaoctl.cli"]
     done = subprocess.run([*argv, *args], check=True, capture_output=capture, text=True,
-                          env={**os.environ, "FUYAO_HUB": hub, "COLUMNS": "160"})
+                          env={**stack.env(), "COLUMNS": "160"})
     return done.stdout if capture else ""
 
 
 def join(stack: LocalStack, name: str, labels: dict[str, str], weight: int) -> Path:
     """``fuyaoctl cluster join``; save the one-time token and the hub's CA for the agent."""
     label_args = [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
-    out = fuyaoctl(stack.url, "cluster", "join", name, "--weight", str(weight), *label_args,
+    out = fuyaoctl(stack, "cluster", "join", name, "--weight", str(weight), *label_args,
                    "-o", "json", capture=True)
     joined = json.loads(out)
     print(f"agent command: {joined['agent_command']}", flush=True)
@@ -80,21 +79,28 @@ def main() -> int:
     print(f"Fuyao demo: state in {home}; hub REST at {stack.url}", flush=True)
     try:
         stack.start_hub()
+        print(f"admin token: {stack.admin_token_file} (FUYAO_TOKEN=$(cat "
+              f"{stack.admin_token_file}))", flush=True)
+        fuyaoctl(stack, "auth", "whoami")
         for name, fleet, labels, weight in CLUSTERS:
             token_file = join(stack, name, labels, weight)
             stack.start_agent(name, FLEETS / fleet, token_file=token_file)
             print(f"joined {name} (weight {weight}) and started its agent", flush=True)
         stack.wait_ready([c[0] for c in CLUSTERS])
-        fuyaoctl(stack.url, "cluster", "list")
+        fuyaoctl(stack, "cluster", "list")
         for task_file in TASK_FILES:
-            fuyaoctl(stack.url, "task", "submit", "-f", str(TASKS / task_file))
+            fuyaoctl(stack, "task", "submit", "-f", str(TASKS / task_file))
         settle(stack, timeout=30)
-        fuyaoctl(stack.url, "task", "list")
-        fuyaoctl(stack.url, "task", "describe", "too-big")
-        fuyaoctl(stack.url, "capacity")
-        fuyaoctl(stack.url, "cluster", "list")
+        fuyaoctl(stack, "task", "list")
+        fuyaoctl(stack, "task", "describe", "too-big")
+        fuyaoctl(stack, "capacity")
+        fuyaoctl(stack, "auth", "token", "create", "ci-bot", "--role", "submitter",
+                 "--queue", "default", "--expires", "30d")
+        fuyaoctl(stack, "audit", "--limit", "5")
+        fuyaoctl(stack, "cluster", "list")
         if args.keep:
-            print(f"\nStill running (FUYAO_HUB={stack.url}); Ctrl-C to stop.", flush=True)
+            print(f"\nStill running (FUYAO_HUB={stack.url} FUYAO_TOKEN=$(cat "
+                  f"{stack.admin_token_file})); Ctrl-C to stop.", flush=True)
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:

@@ -8,11 +8,14 @@ the boundary with ``raise ... from exc``; retries (tenacity) only ever retry ``T
 
     FuyaoError                      500 INTERNAL            exit 1
     ├── InvalidInput                400 INVALID_ARGUMENT    exit 2
+    │   ├── PayloadTooLarge         413 INVALID_ARGUMENT    exit 2
+    │   └── UnsupportedMediaType    415 INVALID_ARGUMENT    exit 2
     ├── Unauthenticated             401 UNAUTHENTICATED     exit 1
     ├── PermissionDenied            403 PERMISSION_DENIED   exit 1
     ├── NotFound                    404 NOT_FOUND           exit 1
     ├── Conflict                    409 ALREADY_EXISTS      exit 1
     └── Transient                   503 UNAVAILABLE         exit 1
+        └── RateLimited             429 RESOURCE_EXHAUSTED  exit 1
 """
 
 from __future__ import annotations
@@ -44,6 +47,20 @@ class InvalidInput(FuyaoError):
     grpc_code = "INVALID_ARGUMENT"
     exit_code = 2
     code = "InvalidInput"
+
+
+class PayloadTooLarge(InvalidInput):
+    """A request body, batch or field over its documented size limit."""
+
+    http_status = 413
+    code = "PayloadTooLarge"
+
+
+class UnsupportedMediaType(InvalidInput):
+    """A mutation without a JSON content type (also what stops cross-site form posts)."""
+
+    http_status = 415
+    code = "UnsupportedMediaType"
 
 
 class Unauthenticated(FuyaoError):
@@ -86,12 +103,23 @@ class Transient(FuyaoError):
     code = "Unavailable"
 
 
-ERRORS_BY_CODE: dict[str, type[FuyaoError]] = {
-    cls.code: cls
-    for cls in (FuyaoError, InvalidInput, Unauthenticated, PermissionDenied, NotFound,
-                Conflict, Transient)
-}
+class RateLimited(Transient):
+    """Too many requests from one token (or address): retry after ``retry_after`` seconds."""
+
+    http_status = 429
+    grpc_code = "RESOURCE_EXHAUSTED"
+    code = "TooManyRequests"
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+_ALL: tuple[type[FuyaoError], ...] = (
+    FuyaoError, InvalidInput, PayloadTooLarge, UnsupportedMediaType, Unauthenticated,
+    PermissionDenied, NotFound, Conflict, Transient, RateLimited,
+)
+ERRORS_BY_CODE: dict[str, type[FuyaoError]] = {cls.code: cls for cls in _ALL}
 ERRORS_BY_STATUS: dict[int, type[FuyaoError]] = {
-    cls.http_status: cls
-    for cls in (InvalidInput, Unauthenticated, PermissionDenied, NotFound, Conflict, Transient)
+    cls.http_status: cls for cls in _ALL if cls is not FuyaoError
 }

@@ -255,6 +255,7 @@ class TaskView(BaseModel):
     priority: int = 0
     message: str = ""
     spec: TaskSpec
+    owner: str = Field(default="", description="the API token that submitted it")
     created_at: datetime
     updated_at: datetime
     reasons: dict[str, str] = Field(
@@ -344,10 +345,13 @@ class AuditEntry(BaseModel):
 
     id: int
     at: datetime
-    actor: str
+    actor: str = Field(description="token name, 'system' (the hub itself) or 'agent:<cluster>'")
+    role: str = ""
     action: str = Field(description="e.g. cluster.join, task.submit, task.cancel")
     target: str
     result: str = Field(description="'ok[, notes]', 'refused: <reason>' or 'error: <kind>'")
+    source: str = Field(default="", description="the caller's address")
+    request_id: str = ""
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

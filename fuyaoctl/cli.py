@@ -10,13 +10,20 @@ Tests hand an ``httpx.Client`` in through ``AppContext(http=...)`` (``CliRunner.
 from __future__ import annotations
 
 import shlex
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
 
 from fuyao import __version__
+from fuyao.errors import FuyaoError
+from fuyao.quantity import parse_duration
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
+from fuyaoctl.commands import auth as auth_commands
+from fuyaoctl.commands import cluster_token
+from fuyaoctl.commands import config as config_commands
+from fuyaoctl.config import Config
 from fuyaoctl.context import AppContext, FuyaoGroup, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
 from fuyaoctl.taskfile import read_task_file
@@ -33,16 +40,31 @@ WAIT_GOALS: dict[str, frozenset[TaskState]] = {
               help="Hub REST address (env FUYAO_HUB; default http://127.0.0.1:8848).")
 @click.option("--token", metavar="TOKEN", envvar="FUYAO_TOKEN",
               help="Bearer token for the hub (env FUYAO_TOKEN).")
+@click.option("--context", "context_name", metavar="NAME", envvar="FUYAO_CONTEXT",
+              help="Context of ~/.config/fuyao/config.yaml to use (default: current).")
 @click.option("-o", "--output", type=click.Choice(FORMATS, case_sensitive=False),
               default="table", show_default=True, help="Output format.")
 @click.version_option(__version__, prog_name="fuyaoctl")
 @click.pass_context
-def cli(ctx: click.Context, hub: str | None, token: str | None, output: str) -> None:
-    """Submit tasks to the Fuyao hub and manage its member clusters."""
+def cli(ctx: click.Context, hub: str | None, token: str | None, context_name: str | None,
+        output: str) -> None:
+    """Submit tasks to the Fuyao hub and manage its member clusters.
+
+    The hub and token come from --hub/--token, else FUYAO_HUB/FUYAO_TOKEN, else the
+    current context of ~/.config/fuyao/config.yaml (fuyaoctl config use-context).
+    """
     app = ctx.ensure_object(AppContext)
     app.hub = hub or app.hub
     app.token = token or app.token
     app.output = output.lower()
+    if (app.hub is None or app.token is None) and app.http is None:
+        try:
+            chosen = Config.load().context(context_name)
+            if chosen is not None:
+                app.hub = app.hub or chosen.hub
+                app.token = app.token or chosen.read_token()
+        except FuyaoError as exc:
+            raise click.UsageError(exc.message) from exc
 
 
 # -- clusters --------------------------------------------------------------------------------
@@ -179,11 +201,26 @@ def task_submit(app: AppContext, /, path: str | None, **flags: Any) -> None:
 @click.option("--state", type=click.Choice([s.value for s in TaskState], case_sensitive=False),
               help="Only tasks in this state.")
 @click.option("--cluster", metavar="NAME", help="Only tasks placed on this cluster.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=None,
+              help="One page of at most this many tasks (the next page's token goes to "
+                   "stderr); default: every task.")
+@click.option("--continue", "continue_", metavar="TOKEN",
+              help="Continue a paged list from the token a previous page printed.")
 @output_option
 @click.pass_obj
-def task_list(app: AppContext, state: str | None, cluster: str | None) -> None:
+def task_list(app: AppContext, state: str | None, cluster: str | None, limit: int | None,
+              continue_: str | None) -> None:
     """List tasks."""
-    app.render().tasks(app.client().list_tasks(state=state, cluster=cluster))
+    client = app.client()
+    if limit is None:
+        app.render().tasks(client.list_tasks(state=state, cluster=cluster, continue_=continue_))
+        return
+    views, token = client.list_tasks_page(state=state, cluster=cluster, limit=limit,
+                                          continue_=continue_)
+    app.render().tasks(views)
+    if token:
+        click.echo(f"more tasks: fuyaoctl task list --limit {limit} --continue {token}",
+                   err=True)
 
 
 @task.command("describe")
@@ -202,6 +239,15 @@ def task_describe(app: AppContext, name: str) -> None:
 def task_cancel(app: AppContext, name: str) -> None:
     """Cancel a task wherever it is."""
     app.render().task_changed(app.client().cancel_task(name))
+
+
+@task.command("delete")
+@click.argument("name")
+@output_option
+@click.pass_obj
+def task_delete(app: AppContext, name: str) -> None:
+    """Delete a task that has ended; its name can be used again (the audit log keeps it)."""
+    app.render().done(app.client().delete_task(name), f"task {name} deleted")
 
 
 @task.command("wait")
@@ -235,17 +281,46 @@ def capacity(app: AppContext, cluster: str | None) -> None:
     app.render().capacity(app.client().capacity(cluster))
 
 
+def _since(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--since``: a duration back from now (1h, 2d) or an ISO time."""
+    if value is None:
+        return None
+    try:
+        return (datetime.now(UTC) - timedelta(seconds=parse_duration(value))).isoformat()
+    except FuyaoError:
+        pass
+    try:
+        return datetime.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a duration (1h, 2d) nor an ISO time",
+                                 param=param) from None
+
+
 @cli.command("audit")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True,
               help="How many entries, newest first.")
+@click.option("--since", callback=_since, metavar="WHEN",
+              help="Only entries since a duration ago (1h, 2d) or an ISO time.")
+@click.option("--actor", metavar="NAME", help="Only this actor (token name, system, "
+                                              "agent:<cluster>).")
+@click.option("--action", metavar="ACTION", help="Only this action (task.cancel) or prefix "
+                                                 "ending in '.' (task.).")
+@click.option("--target", metavar="NAME", help="Only this target.")
 @output_option
 @click.pass_obj
-def audit(app: AppContext, limit: int) -> None:
-    """Who changed what and when: joins, cordons, removals, submits, cancels, registrations."""
-    app.render().audit(app.client().audit_log(limit))
+def audit(app: AppContext, limit: int, since: str | None, actor: str | None,
+          action: str | None, target: str | None) -> None:
+    """Who changed what, when, from where: joins, cordons, removals, submits, cancels,
+    deletions, tokens, registrations, the hub's own failovers, and refusals."""
+    app.render().audit(app.client().audit_log(limit, since=since, actor=actor, action=action,
+                                              target=target))
 
 
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
+
+cli.add_command(auth_commands.auth)
+cluster.add_command(cluster_token.token)
+cli.add_command(config_commands.config)
 
 
 def main() -> None:

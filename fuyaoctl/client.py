@@ -35,6 +35,14 @@ from fuyao.errors import (
     InvalidInput,
     Transient,
 )
+from fuyao.identity import (
+    JoinTokenRequest,
+    JoinTokenView,
+    TokenCreated,
+    TokenRequest,
+    TokenView,
+    WhoAmI,
+)
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -64,6 +72,13 @@ _CLUSTER = TypeAdapter(ClusterView)
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
+_TOKEN_CREATED = TypeAdapter(TokenCreated)
+_TOKEN = TypeAdapter(TokenView)
+_TOKENS = TypeAdapter(list[TokenView])
+_WHOAMI = TypeAdapter(WhoAmI)
+_JOIN_TOKENS = TypeAdapter(list[JoinTokenView])
+CONTINUE_HEADER: Final = "X-Continue"
+MUTATIONS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def normalize_hub(url: str) -> str:
@@ -184,15 +199,41 @@ class Client:
         return self._parse(_TASKS, self._call("POST", "/tasks:batch", body=body))
 
     def list_tasks(
-        self, *, state: TaskState | str | None = None, cluster: str | None = None
+        self, *, state: TaskState | str | None = None, cluster: str | None = None,
+        limit: int | None = None, continue_: str | None = None,
     ) -> list[TaskView]:
-        """Tasks, optionally only those in one state or on one cluster (events omitted)."""
+        """Tasks, optionally only those in one state or on one cluster (events omitted).
+
+        Without ``limit`` every page is fetched; with it, one page (see ``list_tasks_page``).
+        """
+        if limit is not None:
+            return self.list_tasks_page(state=state, cluster=cluster, limit=limit,
+                                        continue_=continue_)[0]
+        views: list[TaskView] = []
+        token = continue_
+        while True:
+            page, token = self.list_tasks_page(state=state, cluster=cluster, continue_=token)
+            views += page
+            if token is None:
+                return views
+
+    def list_tasks_page(
+        self, *, state: TaskState | str | None = None, cluster: str | None = None,
+        limit: int | None = None, continue_: str | None = None,
+    ) -> tuple[list[TaskView], str | None]:
+        """One page of tasks and the token for the next page (None on the last one)."""
         params = {}
         if state is not None:
             params["state"] = task_state(state).value
         if cluster is not None:
             params["cluster"] = cluster
-        return self._parse(_TASKS, self._call("GET", "/tasks", params=params))
+        if limit is not None:
+            params["limit"] = str(limit)
+        if continue_:
+            params["continue"] = continue_
+        response = self._request("GET", "/tasks", params=params)
+        return (self._parse(_TASKS, _json(response, "GET /tasks")),
+                response.headers.get(CONTINUE_HEADER))
 
     def get_task(self, name: str) -> TaskView:
         """One task with its events, per-cluster scores and, when Queued, rejection reasons."""
@@ -202,6 +243,10 @@ class Client:
         """Cancel a task wherever it is; a finished task answers Conflict."""
         data = self._call("POST", f"/tasks/{_seg(name)}/cancel")
         return self._parse(_TASK, data)
+
+    def delete_task(self, name: str) -> dict[str, Any]:
+        """Delete a task that has ended (its name is free again); Conflict if it has not."""
+        return self._parse(_OBJECT, self._call("DELETE", f"/tasks/{_seg(name)}"))
 
     def wait_for_task(
         self,
@@ -241,9 +286,55 @@ class Client:
         params = {} if cluster is None else {"cluster": cluster}
         return self._parse(_CAPACITY, self._call("GET", "/capacity", params=params))
 
-    def audit_log(self, limit: int = 100) -> list[AuditEntry]:
-        """The newest ``limit`` audited mutations, newest first."""
-        return self._parse(_AUDIT, self._call("GET", "/audit", params={"limit": str(limit)}))
+    def audit_log(self, limit: int = 100, *, since: str | None = None,
+                  actor: str | None = None, action: str | None = None,
+                  target: str | None = None) -> list[AuditEntry]:
+        """The newest ``limit`` audited mutations matching the filters, newest first
+        (``since``: an ISO time; ``action``: a name or a prefix ending in '.')."""
+        given = {"limit": str(limit), "since": since, "actor": actor, "action": action,
+                 "target": target}
+        params = {k: v for k, v in given.items() if v is not None}
+        return self._parse(_AUDIT, self._call("GET", "/audit", params=params))
+
+    # -- identities --------------------------------------------------------------------------
+
+    def create_token(self, name: str, role: str, *, queues: Iterable[str] = (),
+                     expires_in_seconds: int | None = None) -> TokenCreated:
+        """A new API token (admin only); its secret is shown in the answer and never again."""
+        request = validate_model(TokenRequest, {
+            "name": name, "role": role, "queues": list(queues),
+            "expires_in_seconds": expires_in_seconds}, what=f"token {name}")
+        body = request.model_dump(mode="json", exclude_none=True)
+        return self._parse(_TOKEN_CREATED, self._call("POST", "/auth/tokens", body=body))
+
+    def list_tokens(self) -> list[TokenView]:
+        """Every API token (never the secrets)."""
+        return self._parse(_TOKENS, self._call("GET", "/auth/tokens"))
+
+    def revoke_token(self, name: str) -> TokenView:
+        """Revoke an API token at once."""
+        return self._parse(_TOKEN, self._call("DELETE", f"/auth/tokens/{_seg(name)}"))
+
+    def whoami(self) -> WhoAmI:
+        """The name, role and queues of this client's token."""
+        return self._parse(_WHOAMI, self._call("GET", "/auth/whoami"))
+
+    def create_join_token(self, cluster: str, *, ttl_seconds: int | None = None) -> JoinResponse:
+        """A new one-time join token for an existing cluster (agent credential rotation)."""
+        fields = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
+        request = validate_model(JoinTokenRequest, fields, what="join token")
+        data = self._call("POST", f"/clusters/{_seg(cluster)}/tokens",
+                          body=request.model_dump(mode="json"))
+        return self._parse(_JOIN, data)
+
+    def list_join_tokens(self, cluster: str) -> list[JoinTokenView]:
+        """A cluster's join tokens (never the secrets)."""
+        return self._parse(_JOIN_TOKENS, self._call("GET", f"/clusters/{_seg(cluster)}/tokens"))
+
+    def revoke_join_token(self, cluster: str, token_id: str) -> dict[str, Any]:
+        """Delete a cluster's unused join token by id."""
+        data = self._call("DELETE", f"/clusters/{_seg(cluster)}/tokens/{_seg(token_id)}")
+        return self._parse(_OBJECT, data)
 
     def health(self) -> dict[str, Any]:
         """The hub's ``/healthz`` answer, ``{"status": "ok"}`` when it is up."""
@@ -251,7 +342,11 @@ class Client:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _call(
+    def _call(self, method: str, path: str, **request: Any) -> Any:
+        """``_request`` and its JSON answer."""
+        return _json(self._request(method, path, **request), f"{method} {path}")
+
+    def _request(
         self,
         method: str,
         path: str,
@@ -259,9 +354,11 @@ class Client:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         api: bool = True,
-    ) -> Any:
+    ) -> httpx.Response:
         url = f"{self.hub}{API if api else ''}{path}"
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        if method in MUTATIONS:     # the hub refuses mutations without it (cross-site guard)
+            headers["Content-Type"] = "application/json"
         try:
             response = self._http.request(
                 method, url, json=body, params=dict(params or {}), headers=headers
@@ -272,10 +369,7 @@ class Client:
             raise Transient(f"cannot reach the hub at {self.hub}: {exc}") from exc
         if not response.is_success:
             raise error_from_response(response)
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise FuyaoError(f"{method} {path}: the hub answered with a non-JSON body") from exc
+        return response
 
     @staticmethod
     def _parse(adapter: TypeAdapter[T], data: Any) -> T:
@@ -283,6 +377,13 @@ class Client:
             return adapter.validate_python(data)
         except ValidationError as exc:
             raise FuyaoError(f"unexpected answer from the hub: {exc}") from exc
+
+
+def _json(response: httpx.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise FuyaoError(f"{what}: the hub answered with a non-JSON body") from exc
 
 
 def error_from_response(response: httpx.Response) -> FuyaoError:

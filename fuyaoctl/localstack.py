@@ -93,6 +93,7 @@ class LocalStack:
     db_url: str | None = None
     hub: Proc | None = None
     agents: dict[str, Proc] = field(default_factory=dict)
+    token: str | None = None      # the hub's first admin token, read once it has started
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -106,9 +107,21 @@ class LocalStack:
         """The hub's REST URL."""
         return f"http://127.0.0.1:{self.api_port}"
 
-    def client(self) -> Client:
-        """An SDK client for this hub."""
-        return Client(self.url)
+    @property
+    def admin_token_file(self) -> Path:
+        """Where the hub writes its first admin token."""
+        return self.home / "hub" / "admin.token"
+
+    def client(self, token: str | None = None) -> Client:
+        """An SDK client for this hub, with the admin token unless given another."""
+        return Client(self.url, token=token or self.token)
+
+    def env(self, token: str | None = None) -> dict[str, str]:
+        """Environment for a ``fuyaoctl`` child process: this hub and the admin token."""
+        env = {**os.environ, "FUYAO_HUB": self.url}
+        if token or self.token:
+            env["FUYAO_TOKEN"] = token or self.token or ""
+        return env
 
     def _spawn(self, name: str, argv: list[str]) -> Proc:
         log = self.home / "logs" / f"{name}.log"
@@ -132,6 +145,8 @@ class LocalStack:
             while True:
                 try:
                     client.health()
+                    if self.admin_token_file.exists():
+                        self.token = self.admin_token_file.read_text().strip()
                     return self.hub
                 except Transient:
                     if not self.hub.alive() or time.monotonic() > deadline:

@@ -23,6 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from fuyao.identity import JoinTokenView, TokenCreated, TokenView, WhoAmI
 from fuyao.spec import (
     AuditEntry,
     CapacityRow,
@@ -33,7 +34,7 @@ from fuyao.spec import (
 )
 
 FORMATS: Final = ("table", "json", "yaml")
-PIPE_WIDTH: Final = 200
+PIPE_WIDTH: Final = 10_000   # in a pipe, lines are as long as their cells: never wrapped
 NONE: Final = "-"
 _TRAILING_BLANKS: Final = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")  # padding after the last cell
 
@@ -208,11 +209,62 @@ class Renderer:
         """``audit``: newest first."""
         if self._dumped(entries):
             return
-        table = _table("TIME", "ACTOR", "ACTION", "TARGET", "RESULT")
+        table = _table("TIME", "ACTOR", "ROLE", "SOURCE", "ACTION", "TARGET", "RESULT")
         for e in entries:
-            table.add_row(*_cells(f"{e.at:%m-%d %H:%M:%S}", e.actor, e.action, e.target,
-                                  e.result))
+            table.add_row(*_cells(f"{e.at:%m-%d %H:%M:%S}", e.actor, e.role, e.source,
+                                  e.action, e.target, e.result))
         self._print(table)
+
+    # -- identities --------------------------------------------------------------------------
+
+    def token_created(self, answer: TokenCreated) -> None:
+        """``auth token create``: the secret, once."""
+        if self._dumped(answer):
+            return
+        scope = f" for queues {', '.join(answer.queues)}" if answer.queues else ""
+        expiry = f"; it expires {_when(answer.expires_at)}" if answer.expires_at else ""
+        self._print(f"Token {answer.name} (role {answer.role.value}{scope}) is shown only "
+                    f"once{expiry}:\n\n  {answer.token}\n\nUse it with FUYAO_TOKEN=... or "
+                    "fuyaoctl config set-context.")
+
+    def tokens(self, views: Sequence[TokenView]) -> None:
+        """``auth token list``."""
+        if self._dumped(views):
+            return
+        table = _table("NAME", "ROLE", "QUEUES", "STATE", "CREATED", "EXPIRES", "LAST USED")
+        for v in views:
+            table.add_row(*_cells(v.name, v.role.value, ",".join(v.queues), v.state,
+                                  _ago(v.created_at), _when(v.expires_at),
+                                  _ago(v.last_used_at)))
+        self._print(table)
+
+    def token_revoked(self, view: TokenView) -> None:
+        """``auth token revoke``."""
+        if not self._dumped(view):
+            self._print(f"token {view.name} revoked")
+
+    def whoami(self, who: WhoAmI) -> None:
+        """``auth whoami``."""
+        if self._dumped(who):
+            return
+        scope = f", queues {', '.join(who.queues)}" if who.queues else ""
+        open_hub = " (authentication is OFF on this hub)" if who.auth == "none" else ""
+        self._print(f"{who.name}: role {who.role.value}{scope}{open_hub}")
+
+    def join_tokens(self, views: Sequence[JoinTokenView]) -> None:
+        """``cluster token list``."""
+        if self._dumped(views):
+            return
+        table = _table("ID", "CLUSTER", "STATE", "CREATED", "EXPIRES", "USED")
+        for v in views:
+            table.add_row(*_cells(v.id, v.cluster, v.state, _ago(v.created_at),
+                                  _when(v.expires_at), _ago(v.used_at)))
+        self._print(table)
+
+    def done(self, answer: Mapping[str, Any], message: str) -> None:
+        """A small ``{...}`` answer: as data, or one line of text."""
+        if not self._dumped(dict(answer)):
+            self._print(message)
 
     # -- plumbing ----------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ class ActiveTask:
     message: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
     scores: list[dict[str, Any]] = field(default_factory=list)
+    owner: str = ""
     failover: bool = False            # next placement may use the headroom reserve
     avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
     unschedulable_since: float | None = None
@@ -70,7 +71,7 @@ class ActiveTask:
             state=TaskState(rec.state), queue=rec.queue, priority=rec.priority, seq=rec.seq,
             created_at=rec.created_at, updated_at=rec.updated_at, cluster=rec.cluster,
             node=rec.node, generation=rec.generation, message=rec.message,
-            reasons=dict(rec.reasons), scores=list(rec.scores),
+            reasons=dict(rec.reasons), scores=list(rec.scores), owner=rec.owner,
         )
 
     def request(self) -> PlacementRequest:
@@ -98,7 +99,7 @@ class ActiveTask:
             state=self.state.value, queue=self.queue, priority=self.priority, seq=self.seq,
             created_at=self.created_at, updated_at=self.updated_at, cluster=self.cluster,
             node=self.node, generation=self.generation, message=self.message,
-            reasons=dict(self.reasons), scores=list(self.scores),
+            reasons=dict(self.reasons), scores=list(self.scores), owner=self.owner,
         )
 
 

@@ -24,6 +24,7 @@ from fuyao.errors import FuyaoError, Transient, Unauthenticated
 from fuyao.inventory import node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub.auth.actor import agent_actor
 from hub.core import Hub
 from hub.loops import send_all
 from hub.sessions import AgentSession
@@ -57,10 +58,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             credential = await self.hub.clusters.register(request.cluster, request.token)
         except FuyaoError as exc:
             log.warning("register %s refused: %s", request.cluster, exc.message)
-            await self.hub.audit("agent.register", request.cluster, f"refused: {exc.message}")
+            await self.hub.audit("agent.register", request.cluster, f"refused: {exc.message}",
+                                 agent_actor("", context.peer()))
             await _abort(context, exc)
             raise  # unreachable: abort raises
-        await self.hub.audit("agent.register", request.cluster, "ok", actor="agent")
+        await self.hub.audit("agent.register", request.cluster, "ok",
+                             agent_actor(request.cluster, context.peer()))
         log.info("cluster %s registered its agent", request.cluster)
         return pb.RegisterResponse(cluster=request.cluster, credential=credential)
 

@@ -16,12 +16,14 @@ import click
 
 from fuyao import __version__
 from fuyao.errors import FuyaoError
+from hub.auth.service import AUTH_MODES, check_auth_mode
 from hub.config import (
     DEFAULT_AGENT_PORT,
     DEFAULT_API_PORT,
     DEFAULT_HEALTH_PORT,
     HubConfig,
     Timings,
+    check_config,
     default_home,
     load_config_file,
 )
@@ -50,20 +52,34 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True,
                                                         dir_okay=False), default=None,
               help="YAML file: timings, placement profile, headroom_priority.")
+@click.option("--auth", "auth_mode", type=click.Choice(AUTH_MODES), default="token",
+              show_default=True,
+              help="REST authentication: bearer tokens, or none (loopback --host only).")
+@click.option("--rate-limit", type=click.FloatRange(min=0), default=None,
+              help="REST requests per second per token (default 50; 0: no limit).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
               agent_port: int, health_port: int, advertise: str | None,
-              agent_insecure: bool, config_file: Path | None, log_level: str) -> None:
-    """Run the hub: REST API, agent channel, placement loop, store."""
+              agent_insecure: bool, config_file: Path | None, auth_mode: str,
+              rate_limit: float | None, log_level: str) -> None:
+    """Run the hub: REST API, agent channel, placement loop, store.
+
+    On first start it writes an admin token to <home>/admin.token (0600).
+    """
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = HubConfig(home=home or default_home(), db_url=db_url, host=host,
                        api_port=api_port, agent_port=agent_port, health_port=health_port,
-                       advertise=advertise, agent_tls=not agent_insecure, timings=Timings())
+                       advertise=advertise, agent_tls=not agent_insecure, timings=Timings(),
+                       auth=auth_mode)
     try:
         if config_file is not None:
             config = load_config_file(config_file, config)
+        if rate_limit is not None:
+            config = replace(config, api_rate_limit=rate_limit)
+        check_config(config)
+        check_auth_mode(config.auth, config.host)
         asyncio.run(serve(replace(config)))
     except FuyaoError as exc:
         click.echo(f"error: {exc.message}", err=True)

@@ -103,13 +103,26 @@ class ClusterManager:
         await self.writer.call(create)
         self.entries[rec.name] = ClusterEntry(rec, last_seen=time.monotonic())
         self._sync_fleet(rec.name)
+        return self._join_response(rec.name, token, expires)
+
+    async def issue_token(self, name: str, ttl_seconds: int) -> JoinResponse:
+        """A new one-time join token for an existing cluster (credential rotation): the
+        agent that registers with it replaces the old one; no task is touched."""
+        self.get(name)
+        token = new_join_token()
+        expires = utcnow() + timedelta(seconds=ttl_seconds)
+        await self.writer.call(self.writer.store.add_join_token, name, hash_secret(token),
+                               expires)
+        return self._join_response(name, token, expires)
+
+    def _join_response(self, name: str, token: str, expires: datetime) -> JoinResponse:
         command = (
-            f"fuyao-agent --hub {self.config.agent_address} --cluster {rec.name} "
-            f"--token-file {rec.name}.token"
+            f"fuyao-agent --hub {self.config.agent_address} --cluster {name} "
+            f"--token-file {name}.token"
         )
         if self.ca_cert:
-            command += f" --ca-cert {rec.name}-ca.crt"
-        return JoinResponse(cluster=rec.name, token=token, expires_at=expires,
+            command += f" --ca-cert {name}-ca.crt"
+        return JoinResponse(cluster=name, token=token, expires_at=expires,
                             agent_command=command, ca_cert=self.ca_cert)
 
     def get(self, name: str) -> ClusterEntry:

@@ -49,6 +49,11 @@ class HubConfig:
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
+    auth: str = "token"               # "token" (bearer tokens) or "none" (loopback only)
+    api_rate_limit: float = 50.0      # REST requests per second per token (0: no limit)
+    api_rate_burst: int = 200         # ... and how many may come at once
+    max_body_bytes: int = 4 * 1024 * 1024   # REST request bodies above this: 413
+    retain_ended: float = 7 * 24 * 3600.0   # ended tasks are deleted this long after (0: never)
 
     @property
     def store_url(self) -> str:
@@ -67,6 +72,18 @@ class HubConfig:
 def default_home() -> Path:
     """``$FUYAO_HOME`` or ``~/.fuyao``."""
     return Path(os.environ.get("FUYAO_HOME") or Path.home() / ".fuyao")
+
+
+def prepare_home(config: HubConfig) -> None:
+    """Create the home directory readable only by its owner (0700), and the SQLite database
+    file 0600 before SQLite opens it (its journal files take the same mode)."""
+    config.home.mkdir(parents=True, exist_ok=True)
+    os.chmod(config.home, 0o700)
+    if config.db_url is None:
+        db = config.home / "fuyao.db"
+        fd = os.open(db, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+        os.chmod(db, 0o600)
 
 
 def load_config_file(path: Path, base: HubConfig) -> HubConfig:
@@ -88,4 +105,32 @@ def load_config_file(path: Path, base: HubConfig) -> HubConfig:
         if not isinstance(raw, dict) or set(raw) - known:
             raise InvalidInput(f"config file {path}: timings keys must be among {sorted(known)}")
         timings = replace(timings, **{k: parse_duration(v) for k, v in raw.items()})
-    return replace(base, timings=timings, **data)
+    if "retain_ended" in data:
+        data["retain_ended"] = parse_duration(data["retain_ended"])
+    try:
+        config = replace(base, timings=timings, **data)
+    except TypeError as exc:
+        raise InvalidInput(f"config file {path}: {exc}") from exc
+    check_config(config, f"config file {path}")
+    return config
+
+
+def check_config(config: HubConfig, where: str = "configuration") -> None:
+    """Refuse settings that contradict each other or are out of range."""
+    t = config.timings
+    problems = [f"timings.{f.name} must be a positive number of seconds"
+                for f in fields(Timings)
+                if not isinstance(getattr(t, f.name), (int, float))
+                or not 0 < getattr(t, f.name) < 10 ** 7]
+    if not problems and t.not_ready_after < t.unknown_after:
+        problems.append(f"timings.not_ready_after ({t.not_ready_after:g}s) must not be shorter "
+                        f"than timings.unknown_after ({t.unknown_after:g}s): a cluster is "
+                        "Unknown before it is NotReady")
+    if not 1024 <= config.max_body_bytes <= 1024 ** 3:
+        problems.append("max_body_bytes must be between 1024 and 1073741824")
+    if config.api_rate_limit < 0 or config.api_rate_burst < 1:
+        problems.append("api_rate_limit must be >= 0 and api_rate_burst >= 1")
+    if config.retain_ended < 0:
+        problems.append("retain_ended must not be negative")
+    if problems:
+        raise InvalidInput(f"{where}: " + "; ".join(problems))

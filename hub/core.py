@@ -27,16 +27,20 @@ from fuyao.spec import (
     TaskView,
 )
 from hub.activetask import ActiveTask
+from hub.auth.actor import CURRENT, Actor
+from hub.auth.service import AuthService
 from hub.clusters import ClusterManager
-from hub.config import HubConfig
+from hub.config import HubConfig, prepare_home
 from hub.fleet import FleetView
 from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
+from hub.retention import Retention
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
+from hub.store.records import AuditRecord
 from hub.taskbook import TaskBook
 from hub.writer import StoreWriter
 
@@ -61,7 +65,10 @@ class Hub:
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
                                        config.timings.placement_interval)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
-                               config.timings)
+                               config.timings, self.audit)
+        self.auth = AuthService(self.writer, config.auth, config.api_rate_limit,
+                                config.api_rate_burst, self.write_audit)
+        self.retention = Retention(self.writer, self.tasks, config.retain_ended, self.audit)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
         self.started = False
@@ -69,6 +76,7 @@ class Hub:
 
     async def start(self) -> None:
         """Migrate the store, rebuild the in-memory state, start the loops."""
+        prepare_home(self.config)
         if self.config.agent_tls:
             hosts = default_hosts(self.config.host, self.config.advertise)
             self.pki = await asyncio.to_thread(ensure_pki, self.config.home, hosts)
@@ -76,10 +84,12 @@ class Hub:
         version = await self.writer.call(self.store.migrate)
         await self.clusters.load()
         count = await self.tasks.load()
+        await self.auth.start(self.config.home)
         log.info("store at schema version %d: %d clusters, %d active tasks", version,
                  len(self.clusters.entries), count)
         self._loops = [asyncio.create_task(self.placement.run(), name="placement"),
-                       asyncio.create_task(self.monitor.run(), name="monitor")]
+                       asyncio.create_task(self.monitor.run(), name="monitor"),
+                       asyncio.create_task(self.retention.run(), name="retention")]
         self.started = True
 
     async def stop(self) -> None:
@@ -148,22 +158,29 @@ class Hub:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
         async with self.audited("task.submit", names):
-            records = await self.tasks.submit(specs)
+            records = await self.tasks.submit(specs, owner=CURRENT.get().name)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
-    async def list_tasks(self, state: str | None = None,
-                         cluster: str | None = None) -> list[TaskView]:
-        """Tasks in submission order; active ones as the hub knows them now.
+    async def list_tasks(self, state: str | None = None, cluster: str | None = None, *,
+                         queues: list[str] | None = None, after: int = 0,
+                         limit: int | None = None) -> tuple[list[TaskView], int | None]:
+        """A page of tasks in submission order (active ones as the hub knows them now) and
+        the ``seq`` to continue after, None on the last page. ``queues``: only those.
 
         Memory is the truth for tasks that have not ended (the store may lag it by a queued
         write), so a filter on an active state is answered from memory alone.
         """
         if state is not None and not TaskState(state).terminal:
             active = sorted(self.tasks.active.values(), key=lambda t: t.seq)
-            return [self._view(t, t.to_record()) for t in active
-                    if t.state == state and (cluster is None or t.cluster == cluster)]
-        records = await self.writer.read(self.store.list_tasks, state=state, cluster=cluster)
+            chosen = [t for t in active if t.state == state and t.seq > after
+                      and (cluster is None or t.cluster == cluster)
+                      and (queues is None or t.queue in queues)]
+            page = chosen if limit is None else chosen[:limit]
+            more = limit is not None and len(chosen) > limit
+            return [self._view(t, t.to_record()) for t in page], page[-1].seq if more else None
+        records = await self.writer.read(self.store.list_tasks, state=state, cluster=cluster,
+                                         queues=queues, after_seq=after, limit=limit)
         views = []
         for rec in records:
             task = self.tasks.active.get(rec.id)
@@ -171,7 +188,8 @@ class Hub:
             if (state is None or view.state == state) and (cluster is None
                                                            or view.cluster == cluster):
                 views.append(view)
-        return views
+        full = limit is not None and len(records) == limit
+        return views, records[-1].seq if full else None
 
     async def describe_task(self, name: str) -> TaskView:
         """One task with its event timeline, placement scores and rejection reasons."""
@@ -195,23 +213,28 @@ class Hub:
         return TaskView(
             id=rec.id, name=rec.name, state=TaskState(rec.state), cluster=rec.cluster,
             node=rec.node, generation=rec.generation, queue=rec.queue, priority=rec.priority,
-            message=rec.message, spec=TaskSpec.model_validate(rec.spec),
+            message=rec.message, spec=TaskSpec.model_validate(rec.spec), owner=rec.owner,
             created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
             scores=[ClusterScore.model_validate(s) for s in rec.scores],
         )
 
     # -- misc -----------------------------------------------------------------------------------
 
-    async def audit(self, action: str, target: str, result: str, actor: str = "anonymous") -> None:
-        """Record a mutation in the audit log."""
-        await self.writer.call(self.store.audit, actor, action, target, result)
+    async def write_audit(self, record: AuditRecord) -> None:
+        """Append one record to the audit log."""
+        await self.writer.call(self.store.audit, record)
+
+    async def audit(self, action: str, target: str, result: str,
+                    actor: Actor | None = None) -> None:
+        """Record a mutation in the audit log, by ``actor`` or the request's own
+        (``system`` outside a request)."""
+        await self.write_audit((actor or CURRENT.get()).record(action, target, result))
 
     @contextlib.asynccontextmanager
     async def audited(self, action: str, target: str,
-                      actor: str = "anonymous") -> AsyncIterator[list[str]]:
+                      actor: Actor | None = None) -> AsyncIterator[list[str]]:
         """Audit the mutation in the block: ``ok`` (plus any notes the block appends to the
-        yielded list) or ``refused: <message>`` when it raises. Until REST authentication
-        lands every actor is ``anonymous``."""
+        yielded list) or ``refused: <message>`` when it raises."""
         notes: list[str] = []
         try:
             yield notes

@@ -15,9 +15,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from hub.activetask import ActiveTask, Command
+from hub.auth.actor import SYSTEM, Actor
 from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.metrics import Metrics
@@ -93,11 +94,20 @@ class PlacementLoop:
             return len(commands)
 
 
+Audit = Callable[[str, str, str, Actor], Awaitable[None]]
+
+
+async def _no_audit(action: str, target: str, result: str, actor: Actor) -> None:
+    return None
+
+
 class Monitor:
-    """Cluster health, failover and spill-over, on a timer."""
+    """Cluster health, failover and spill-over, on a timer; its decisions are audited as
+    ``system``."""
 
     def __init__(self, clusters: ClusterManager, tasks: TaskBook, sessions: Sessions,
-                 placement: PlacementLoop, timings: Timings) -> None:
+                 placement: PlacementLoop, timings: Timings, audit: Audit = _no_audit) -> None:
+        self.audit = audit
         self.clusters = clusters
         self.tasks = tasks
         self.sessions = sessions
@@ -124,12 +134,15 @@ class Monitor:
                             cluster, len(moved))
                 commands += await self.tasks.requeue_cluster(
                     cluster, f"cluster {cluster} is NotReady: failing over")
+                await self.audit("cluster.failover", cluster,
+                                 f"ok, {len(moved)} task(s) requeued: NotReady past the "
+                                 "eviction timeout", SYSTEM)
         for task in self.tasks.stuck_unschedulable(self.timings.unschedulable_timeout):
             cluster = task.cluster or "?"
-            commands += await self.tasks.requeue(
-                task, f"{cluster} could not schedule it for "
-                      f"{self.timings.unschedulable_timeout:.0f}s: trying another cluster",
-                failover=False, avoid=cluster)
+            reason = (f"{cluster} could not schedule it for "
+                      f"{self.timings.unschedulable_timeout:.0f}s: trying another cluster")
+            commands += await self.tasks.requeue(task, reason, failover=False, avoid=cluster)
+            await self.audit("task.requeue", task.name, f"ok, {reason}", SYSTEM)
         if commands:
             send_all(self.sessions, commands)
             self.placement.poke()

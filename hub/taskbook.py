@@ -78,14 +78,15 @@ class TaskBook:
 
     # -- submit and cancel (REST) ----------------------------------------------------------
 
-    async def submit(self, specs: Sequence[TaskSpec]) -> list[TaskRecord]:
-        """Store new tasks as Queued (all or none) and make them placeable."""
+    async def submit(self, specs: Sequence[TaskSpec], owner: str = "") -> list[TaskRecord]:
+        """Store new tasks as Queued (all or none) and make them placeable; ``owner`` is
+        the API token that submitted them."""
         now = utcnow()
         records = [
             TaskRecord(
                 id=str(uuid.uuid4()), name=s.name, spec=s.model_dump(mode="json"),
                 state=TaskState.QUEUED.value, queue=s.queue, priority=s.priority, seq=0,
-                created_at=now, updated_at=now,
+                created_at=now, updated_at=now, owner=owner,
             )
             for s in specs
         ]

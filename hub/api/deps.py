@@ -1,4 +1,5 @@
-"""Request dependencies shared by the routers: the ``Hub`` of the running app."""
+"""Request dependencies shared by the routers: the ``Hub`` of the running app, and the
+identity ``hub.auth.guard`` verified for the request."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from hub.auth.actor import Identity
+from hub.auth.guard import identity_of
 from hub.core import Hub
 
 
@@ -15,3 +18,4 @@ def _hub(request: Request) -> Hub:
 
 
 HubDep = Annotated[Hub, Depends(_hub)]
+IdentityDep = Annotated[Identity, Depends(identity_of)]

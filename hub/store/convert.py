@@ -93,7 +93,7 @@ def task_record(row: TaskRow) -> TaskRecord:
         priority=row.priority, seq=row.seq, created_at=must(row.created_at),
         updated_at=must(row.updated_at), cluster=row.cluster, node=row.node,
         generation=row.generation, message=row.message, reasons=dict(row.reasons),
-        scores=list(row.scores),
+        scores=list(row.scores), owner=row.owner,
     )
 
 
@@ -105,7 +105,7 @@ def task_values(rec: TaskRecord) -> dict[str, Any]:
         "created_at": utc(rec.created_at, "created_at"),
         "updated_at": utc(rec.updated_at, "updated_at"), "cluster": rec.cluster,
         "node": rec.node, "generation": rec.generation, "message": rec.message,
-        "reasons": dict(rec.reasons), "scores": list(rec.scores),
+        "reasons": dict(rec.reasons), "scores": list(rec.scores), "owner": rec.owner,
     }
 
 

@@ -152,8 +152,27 @@ def _initial_schema(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _identities(conn: Connection) -> None:
+    """Migration 2: who did it (audit role, source address, request id), who owns a task,
+    and the agent client certificates the hub issued. Frozen: never edit, append instead."""
+    for table, column in (("tasks", "owner"), ("audit_log", "role"), ("audit_log", "source"),
+                          ("audit_log", "request_id")):
+        conn.execute(sa.text(
+            f"ALTER TABLE {table} ADD COLUMN {column} VARCHAR NOT NULL DEFAULT ''"))
+    m = sa.MetaData()
+    sa.Table(
+        "agent_certificates", m,
+        sa.Column("serial", sa.String, primary_key=True),
+        sa.Column("cluster", sa.String, nullable=False),
+        _ts("issued_at"), _ts("expires_at"), _ts("revoked_at", True),
+        sa.Index("ix_agent_certificates_cluster", "cluster"),
+    )
+    m.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
+    Migration(2, "identities: audit actor details, task owner, agent certificates", _identities),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -54,6 +54,7 @@ class TaskRecord:
     message: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
     scores: list[dict[str, Any]] = field(default_factory=list)
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +89,42 @@ class PlacementRecord:
     generation: int
     at: datetime
     nodes: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiTokenRecord:
+    """A REST bearer token as stored: only its salted slow hash, never the token."""
+
+    id: str
+    name: str
+    token_hash: str
+    role: str
+    queues: list[str]
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinTokenRecord:
+    """A join token as stored (``id`` is a prefix of its hash, safe to show)."""
+
+    id: str
+    cluster: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One audit row."""
+
+    actor: str
+    action: str
+    target: str
+    result: str
+    role: str = ""
+    source: str = ""
+    request_id: str = ""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from fuyao.errors import Conflict, FuyaoError, InvalidInput, NotFound, Unauthenticated
+from fuyao.errors import Conflict, FuyaoError, NotFound, Unauthenticated
 from hub.store import convert
 from hub.store.engine import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -26,6 +26,7 @@ from hub.store.engine import (
     parse_url,
     wrap_errors,
 )
+from hub.store.identity import IdentityStore
 from hub.store.migrations import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -44,7 +45,6 @@ from hub.store.records import (
 )
 from hub.store.tables import (
     TABLES,
-    AuditRow,
     ClusterRow,
     CredentialRow,
     JoinTokenRow,
@@ -64,7 +64,7 @@ def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
         yield items[start:start + _CHUNK]
 
 
-class Store:
+class Store(IdentityStore):
     """The hub's persistent state on SQLite (default) or PostgreSQL."""
 
     def __init__(self, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
@@ -267,8 +267,10 @@ class Store:
             return convert.task_record(row)
 
     def list_tasks(self, *, state: str | None = None, cluster: str | None = None,
-                   states: Sequence[str] | None = None) -> list[TaskRecord]:
-        """Tasks in submission order, filtered by state, any of ``states``, and cluster."""
+                   states: Sequence[str] | None = None, queues: Sequence[str] | None = None,
+                   after_seq: int = 0, limit: int | None = None) -> list[TaskRecord]:
+        """Tasks in submission order, filtered by state, any of ``states``, cluster and any
+        of ``queues``; a page: the first ``limit`` with ``seq`` above ``after_seq``."""
         query = select(TaskRow)
         if state is not None:
             query = query.where(TaskRow.state == state)
@@ -276,9 +278,42 @@ class Store:
             query = query.where(col(TaskRow.state).in_(list(states)))
         if cluster is not None:
             query = query.where(TaskRow.cluster == cluster)
+        if queues is not None:
+            query = query.where(col(TaskRow.queue).in_(list(queues)))
+        if after_seq:
+            query = query.where(col(TaskRow.seq) > after_seq)
+        query = query.order_by(col(TaskRow.seq))
+        if limit is not None:
+            query = query.limit(limit)
         with self._read("list tasks") as s:
-            rows = s.exec(query.order_by(col(TaskRow.seq))).all()
-            return [convert.task_record(r) for r in rows]
+            return [convert.task_record(r) for r in s.exec(query).all()]
+
+    def delete_tasks(self, names: Sequence[str], ended: Sequence[str]) -> list[str]:
+        """Delete the named tasks that are in one of the ``ended`` states, with their events
+        and placements; returns the names deleted (a task not ended is left alone)."""
+        deleted: list[str] = []
+        with self._write(f"delete {len(names)} task(s)") as s:
+            conn = s.connection()
+            for chunk in _chunks(list(names)):
+                rows = conn.execute(sa.select(TASKS.c.id, TASKS.c.name).where(
+                    TASKS.c.name.in_(chunk), TASKS.c.state.in_(list(ended)))).all()
+                ids = [r.id for r in rows]
+                if not ids:
+                    continue
+                conn.execute(sa.delete(EVENTS).where(EVENTS.c.task_id.in_(ids)))
+                conn.execute(sa.delete(PLACEMENTS).where(PLACEMENTS.c.task_id.in_(ids)))
+                conn.execute(sa.delete(TASKS).where(TASKS.c.id.in_(ids)))
+                deleted += [r.name for r in rows]
+        return deleted
+
+    def ended_before(self, ended: Sequence[str], cutoff: datetime, limit: int) -> list[str]:
+        """Names of up to ``limit`` tasks in an ``ended`` state last updated before
+        ``cutoff``, oldest first (for retention)."""
+        query = (select(TaskRow.name).where(col(TaskRow.state).in_(list(ended)),
+                                            col(TaskRow.updated_at) < convert.utc(cutoff, "cutoff"))
+                 .order_by(col(TaskRow.seq)).limit(limit))
+        with self._read("list ended tasks") as s:
+            return list(s.exec(query).all())
 
     def apply(self, updates: Sequence[TaskUpdate] = (), events: Sequence[EventRecord] = (),
               placements: Sequence[PlacementRecord] = ()) -> None:
@@ -321,28 +356,6 @@ class Store:
             query = (select(PlacementRow).where(PlacementRow.task_id == task_id)
                      .order_by(col(PlacementRow.at), col(PlacementRow.id)))
             return [convert.placement_record(r) for r in s.exec(query).all()]
-
-    # ---- audit
-
-    def audit(self, actor: str, action: str, target: str, result: str,
-              at: datetime | None = None) -> None:
-        """Record one mutation: who (actor) did what (action) to which target, and the result."""
-        when = datetime.now(UTC) if at is None else convert.utc(at, "at")
-        with self._write(f"audit {action}") as s:
-            s.add(AuditRow(at=when, actor=actor, action=action, target=target, result=result))
-
-    def audit_log(self, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest ``limit`` audit entries, newest first."""
-        if limit < 1:
-            raise InvalidInput(f"audit log limit must be at least 1, got {limit}")
-        with self._read("read audit log") as s:
-            query = (select(AuditRow)
-                     .order_by(col(AuditRow.at).desc(), col(AuditRow.id).desc()).limit(limit))
-            return [
-                {"id": r.id, "at": convert.must(r.at), "actor": r.actor, "action": r.action,
-                 "target": r.target, "result": r.result}
-                for r in s.exec(query).all()
-            ]
 
 
 def _merge_updates(updates: Iterable[TaskUpdate]) -> dict[str, dict[str, Any]]:

@@ -46,6 +46,10 @@ def _text() -> Any:
     return Field(default="", sa_type=Text, nullable=False)
 
 
+def _label() -> Any:
+    return Field(default="", nullable=False, sa_column_kwargs={"server_default": ""})
+
+
 def _serial() -> Any:
     """An auto-increment primary key (a rowid alias on SQLite, BIGINT identity elsewhere)."""
     kind = BigInteger().with_variant(Integer, "sqlite")
@@ -111,6 +115,7 @@ class TaskRow(SQLModel, table=True):
     scores: list[dict[str, Any]] = _json(list)
     created_at: datetime = _ts()
     updated_at: datetime = _ts()
+    owner: str = _label()                   # the API token that submitted it ('' before auth)
 
 
 class PlacementRow(SQLModel, table=True):
@@ -151,6 +156,9 @@ class AuditRow(SQLModel, table=True):
     action: str
     target: str
     result: str
+    role: str = _label()          # the actor's role ('' for system and agents)
+    source: str = _label()        # client address
+    request_id: str = _label()    # X-Request-Id of the REST call
 
 
 class QueueRow(SQLModel, table=True):
@@ -223,10 +231,22 @@ class CapacitySampleRow(SQLModel, table=True):
     memory_free_gib: float = 0.0
 
 
+class AgentCertificateRow(SQLModel, table=True):
+    """A client certificate the hub's CA issued to a cluster's agent (for revocation)."""
+
+    __tablename__ = "agent_certificates"
+
+    serial: str = Field(primary_key=True)
+    cluster: str = Field(index=True)
+    issued_at: datetime = _ts()
+    expires_at: datetime = _ts()
+    revoked_at: datetime | None = _ts(nullable=True)
+
+
 TABLES: dict[str, Table] = {
     name: SQLModel.metadata.tables[name]
     for name in ("clusters", "join_tokens", "cluster_credentials", "tasks", "placements",
                  "task_events", "audit_log", "queues", "profiles", "api_tokens",
-                 "capacity_samples")
+                 "capacity_samples", "agent_certificates")
 }
 """The store's tables by name (Core ``Table`` objects, for bulk statements and tests)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ def ctl(stack: LocalStack, *args: str, ok: bool = True) -> subprocess.CompletedP
     """Run the fuyaoctl console script with FUYAO_HUB pointing at the stack."""
     exe = Path(sys.executable).parent / "fuyaoctl"
     done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "FUYAO_HUB": stack.url})
+                          env=stack.env())
     if ok:
         assert done.returncode == 0, done.stderr
     return done

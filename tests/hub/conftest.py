@@ -29,6 +29,11 @@ def free_port() -> int:
         return port
 
 
+def auth_headers(token: str) -> dict[str, str]:
+    """What the SDK sends: the bearer token, and the JSON content type every mutation needs."""
+    return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+
 @dataclass
 class HubHarness:
     """A started hub with a REST client and the agent channel's address."""
@@ -50,8 +55,9 @@ async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None 
     await hub.start()
     server = agent_server(hub, f"127.0.0.1:{port}")
     await server.start()
+    token = (home / "admin.token").read_text().strip()
     api = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(hub)),
-                            base_url="http://hub")
+                            base_url="http://hub", headers=auth_headers(token))
     return HubHarness(hub, api, f"127.0.0.1:{port}", server)
 
 

@@ -145,6 +145,8 @@ async def test_lost_cluster_fails_over_and_returning_copy_is_cancelled(
     view = await task(harness, "job")
     assert view["cluster"] == "west"
     assert "Requeued" in [e["kind"] for e in view["events"]]
+    [failover] = harness.hub.store.audit_log(action="cluster.failover")
+    assert (failover["actor"], failover["target"]) == ("system", "east")
     # east comes back and still runs generation 1: the hub cancels that copy.
     back = RawAgent(harness.agent_address, "east")
     back.credential = east.credential

@@ -173,5 +173,5 @@ async def test_audit_endpoint_lists_newest_first(harness: HubHarness) -> None:
     await submit(harness, {"name": "t"})
     entries = (await harness.api.get("/api/v1/audit", params={"limit": 1})).json()
     assert [(e["action"], e["target"], e["result"], e["actor"]) for e in entries] == [
-        ("task.submit", "t", "ok", "anonymous")]
+        ("task.submit", "t", "ok", "admin")]
     assert (await harness.api.get("/api/v1/audit", params={"limit": 0})).status_code == 400
