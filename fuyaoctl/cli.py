@@ -246,6 +246,9 @@ def audit(app: AppContext, limit: int) -> None:
 
 
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
+from fuyaoctl.commands import hub as _hub  # noqa: E402
+
+cli.add_command(_hub.hub)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from hub.agent_service import AgentChannel
 from hub.api import create_app, create_health_app
 from hub.config import HubConfig
 from hub.core import Hub
+from hub.ha import Deposed
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
 
     config.home.mkdir(parents=True, exist_ok=True)
     hub = Hub(config)
+    hub.ha.on_lost = lambda _reason: stop.set()
     await hub.start()
 
     grpc_server = agent_server(hub, f"{config.host}:{config.agent_port}")
@@ -101,6 +103,9 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     stopper.cancel()
     await hub.stop()
     log.info("fuyao-hub stopped")
+    if hub.ha.lost is not None:
+        raise Deposed(f"stopped after losing the leadership ({hub.ha.lost}); start it again "
+                      "to rejoin as a standby")
 
 
 def _redact(url: str) -> str:
