@@ -29,8 +29,10 @@ def error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def snapshot(home: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``home`` with its size and modification time."""
-    return {str(p.relative_to(home)): (p.stat().st_size, p.stat().st_mtime_ns)
+    """Every file under ``home`` with its size and modification time; the database files
+    only by name (the running hub writes them itself)."""
+    return {str(p.relative_to(home)): ((0, 0) if p.name.startswith("fuyao.db")
+                                       else (p.stat().st_size, p.stat().st_mtime_ns))
             for p in sorted(home.rglob("*")) if p.is_file()}
 
 
@@ -86,6 +88,7 @@ def test_second_hub_on_the_same_home_refuses_and_changes_nothing(tmp_path: Path)
         assert f"--home {home} is in use by another hub (pid {stack.hub.popen.pid}" \
             in error_lines(result)[0]   # type: ignore[union-attr]
         assert snapshot(home) == before
+        assert (home / "hub.lock").read_text() == f"{stack.hub.popen.pid}\n"  # type: ignore[union-attr]
         with stack.client() as client:
             assert [t.state.value for t in client.list_tasks()] == ["Queued"]
         # Once the first hub is gone, the home is free again (flock dies with the process).
