@@ -35,6 +35,7 @@ from fuyao.errors import (
     InvalidInput,
     Transient,
 )
+from fuyao.insight import DryRunView, ExplainView
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -64,6 +65,8 @@ _CLUSTER = TypeAdapter(ClusterView)
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
+_DRY_RUN = TypeAdapter(DryRunView)
+_EXPLAIN = TypeAdapter(ExplainView)
 
 
 def normalize_hub(url: str) -> str:
@@ -182,6 +185,16 @@ class Client:
         batch = validate_model(TaskBatch, {"tasks": tasks}, what="task batch")
         body = {"tasks": [t.model_dump(mode="json", exclude_unset=True) for t in batch.tasks]}
         return self._parse(_TASKS, self._call("POST", "/tasks:batch", body=body))
+
+    def dry_run(self, spec: TaskSpec | Mapping[str, Any]) -> DryRunView:
+        """Where the hub would place a task now, or why nowhere; stores nothing."""
+        task = validate_model(TaskSpec, spec, what=f"task {_name_of(spec)}")
+        body = task.model_dump(mode="json", exclude_unset=True)
+        return self._parse(_DRY_RUN, self._call("POST", "/tasks:dry-run", body=body))
+
+    def explain_task(self, name: str) -> ExplainView:
+        """Why a task waits: reason histogram, queue state, scores and the nearest fit."""
+        return self._parse(_EXPLAIN, self._call("GET", f"/tasks/{_seg(name)}/explain"))
 
     def list_tasks(
         self, *, state: TaskState | str | None = None, cluster: str | None = None

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, tasks
+from hub.api import audit, capacity, clusters, explain, tasks
 from hub.core import Hub
 
 
@@ -40,6 +40,7 @@ def create_app(hub: Hub) -> FastAPI:
     )
     app.state.hub = hub
     app.include_router(clusters.router)
+    app.include_router(explain.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)
