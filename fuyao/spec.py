@@ -142,6 +142,8 @@ class TaskSpec(BaseModel):
     )
     labels: dict[str, str] = Field(default_factory=dict)
     profile: str | None = Field(default=None, description="ComputeProfile it is built from")
+    profile_version: int | None = Field(
+        default=None, ge=1, description="set by the hub: the version of ``profile`` applied")
     gang: bool = Field(default=False, description="all replicas in one cluster or none")
     after: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES,
                              description="tasks that must succeed before this one starts")

@@ -17,7 +17,7 @@ import click
 from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
-from fuyaoctl.commands import explain
+from fuyaoctl.commands import explain, profile
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
 from fuyaoctl.render_insight import InsightRenderer
@@ -266,6 +266,7 @@ def audit(app: AppContext, limit: int) -> None:
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
 
 task.add_command(explain.task_explain)
+cli.add_command(profile.profile)
 
 
 def main() -> None:

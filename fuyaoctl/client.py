@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from fuyao.computeprofile import ComputeProfile, ProfileView, parse_profile
 from fuyao.errors import (
     ERRORS_BY_CODE,
     ERRORS_BY_STATUS,
@@ -66,6 +67,8 @@ _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
 _DRY_RUN = TypeAdapter(DryRunView)
+_PROFILE = TypeAdapter(ProfileView)
+_PROFILES = TypeAdapter(list[ProfileView])
 _EXPLAIN = TypeAdapter(ExplainView)
 
 
@@ -246,6 +249,28 @@ class Client:
                     f"it is {view.state}"
                 )
             time.sleep(min(interval, remaining))
+
+    # -- profiles ----------------------------------------------------------------------------
+
+    def apply_profile(self, profile: ComputeProfile | Mapping[str, Any]) -> ProfileView:
+        """Create or update a ComputeProfile (checked here first); its version moves by one
+        when the content changed."""
+        checked = profile if isinstance(profile, ComputeProfile) else parse_profile(profile)
+        body = checked.model_dump(mode="json")
+        return self._parse(_PROFILE, self._call("PUT", f"/profiles/{_seg(checked.name)}",
+                                                body=body))
+
+    def list_profiles(self) -> list[ProfileView]:
+        """Every ComputeProfile."""
+        return self._parse(_PROFILES, self._call("GET", "/profiles"))
+
+    def get_profile(self, name: str) -> ProfileView:
+        """One ComputeProfile, with the queued tasks that use it."""
+        return self._parse(_PROFILE, self._call("GET", f"/profiles/{_seg(name)}"))
+
+    def delete_profile(self, name: str) -> dict[str, Any]:
+        """Delete a ComputeProfile; Conflict naming the queued tasks that still use it."""
+        return self._parse(_OBJECT, self._call("DELETE", f"/profiles/{_seg(name)}"))
 
     # -- fleet -------------------------------------------------------------------------------
 
