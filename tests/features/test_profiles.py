@@ -100,7 +100,7 @@ async def test_bad_profiles_are_400_and_change_nothing(fleet: Fleet, body: dict[
     assert r.status_code == 400, r.text
     assert message in r.json()["error"]["message"]
     assert (await fleet.h.api.get("/api/v1/profiles")).json() == []
-    with pytest.raises(InvalidInput, match="profile: .*(unknown|gpus|cannot|operator|negative)"):
+    with pytest.raises(InvalidInput, match=r"profile: .*(unknown|gpus|cannot|operator|negative)"):
         parse_profile(body)   # the CLI refuses the same before sending
 
 
