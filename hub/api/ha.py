@@ -2,8 +2,8 @@
 
 ``install(app, hub)`` (one line in ``hub.api.app``) mounts the status route and the
 standby guard. On a standby (``hub.ha.leading`` false) the guard answers every write, and
-reads of the in-memory fleet view (``/capacity``), with 503 ``Unavailable``: the message
-and ``details`` name the leader's REST and agent addresses and its epoch, and the
+reads of the in-memory fleet view (``/capacity``, ``explain``), with 503 ``Unavailable``:
+the message and ``details`` name the leader's REST and agent addresses and its epoch, and the
 ``Fuyao-Leader`` header carries the leader's REST address, so a client can retry there.
 Other reads reload the standby's read cache from the store when it is stale and are served
 by the ordinary routers. The leader passes everything through.
@@ -57,7 +57,7 @@ def install(app: FastAPI, hub: Hub) -> None:
             return await call_next(request)
         if request.method not in _READS:
             return _not_leader(hub, "take writes")
-        if path.startswith(_LEADER_ONLY_READS):
+        if path.startswith(_LEADER_ONLY_READS) or path.endswith("/explain"):
             return _not_leader(hub, "hold the fleet view")
         await hub.ha.reads.refresh()
         return await call_next(request)

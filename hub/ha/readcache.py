@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 from hub.clusters import ClusterManager
 from hub.taskbook import TaskBook
@@ -22,9 +23,11 @@ DEFAULT_TTL = 1.0
 class ReadCache:
     """Reloads a standby's view of clusters and tasks on demand."""
 
-    def __init__(self, clusters: ClusterManager, tasks: TaskBook, ttl: float = DEFAULT_TTL) -> None:
+    def __init__(self, clusters: ClusterManager, tasks: TaskBook,
+                 *more: Callable[[], Awaitable[None]], ttl: float = DEFAULT_TTL) -> None:
         self.clusters = clusters
         self.tasks = tasks
+        self.more = more        # other read-only loaders (profiles)
         self.ttl = ttl
         self.lock = asyncio.Lock()
         self.refreshes = 0
@@ -49,5 +52,7 @@ class ReadCache:
             await self.clusters.load(persist=False)
             self.tasks.reset()
             await self.tasks.load()
+            for load in self.more:
+                await load()
             self._fresh_at = started
             self.refreshes += 1
