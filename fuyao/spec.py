@@ -132,6 +132,8 @@ class TaskSpec(BaseModel):
         default=None, description="sim members: how long it runs (30s, 5m); none = until cancelled"
     )
     labels: dict[str, str] = Field(default_factory=dict)
+    preemptible: bool = Field(
+        default=True, description="false: never evicted to make room for another task")
 
     @field_validator("name", "queue")
     @classmethod
@@ -262,6 +264,10 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    queue_position: int | None = Field(
+        default=None, description="when Queued: 1 = next of its queue to be tried")
+    held_by: str | None = Field(
+        default=None, description="when Queued: the queue quota holding it, if one is")
 
 
 class JoinRequest(BaseModel):

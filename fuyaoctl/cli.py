@@ -17,6 +17,7 @@ import click
 from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
+from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.context import AppContext, FuyaoGroup, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
 from fuyaoctl.taskfile import read_task_file
@@ -149,6 +150,8 @@ def task() -> None:
 @click.option("--duration", help="Run time on sim members: 30s, 5m.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=pairs,
               help="Task label; repeatable.")
+@click.option("--preemptible/--not-preemptible", default=None,
+              help="May it be evicted for higher-priority work? (default: yes)")
 @output_option
 @click.pass_obj
 def task_submit(app: AppContext, /, path: str | None, **flags: Any) -> None:
@@ -246,6 +249,8 @@ def audit(app: AppContext, limit: int) -> None:
 
 
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
+
+cli.add_command(queue_commands.queue)
 
 
 def main() -> None:

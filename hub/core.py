@@ -35,6 +35,7 @@ from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
+from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
 from hub.taskbook import TaskBook
@@ -58,8 +59,11 @@ class Hub:
         self.sessions = Sessions()
         self.clusters = ClusterManager(config, self.writer, self.fleet)
         self.tasks = TaskBook(self.writer, self.fleet)
+        self.queueing = Queueing(self.tasks, self.fleet, profile,
+                                 headroom_priority=config.headroom_priority,
+                                 config=QueueingConfig.from_mapping(config.queueing))
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
-                                       config.timings.placement_interval)
+                                       config.timings.placement_interval, self.queueing)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
@@ -75,6 +79,7 @@ class Hub:
             self.clusters.ca_cert = self.pki.ca_cert.decode()
         version = await self.writer.call(self.store.migrate)
         await self.clusters.load()
+        await self.queueing.load()
         count = await self.tasks.load()
         log.info("store at schema version %d: %d clusters, %d active tasks", version,
                  len(self.clusters.entries), count)
@@ -148,6 +153,7 @@ class Hub:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
         async with self.audited("task.submit", names):
+            self.queueing.check_submit(specs)
             records = await self.tasks.submit(specs)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
@@ -192,12 +198,15 @@ class Hub:
 
     def _view(self, task: ActiveTask | None, rec: TaskRecord) -> TaskView:
         rec = task.to_record() if task is not None else rec
+        hold = self.queueing.hold_for(task) if task is not None else None
         return TaskView(
             id=rec.id, name=rec.name, state=TaskState(rec.state), cluster=rec.cluster,
             node=rec.node, generation=rec.generation, queue=rec.queue, priority=rec.priority,
             message=rec.message, spec=TaskSpec.model_validate(rec.spec),
             created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
             scores=[ClusterScore.model_validate(s) for s in rec.scores],
+            queue_position=hold["position"] if hold else None,
+            held_by=hold["held_by"] if hold else None,
         )
 
     # -- misc -----------------------------------------------------------------------------------
