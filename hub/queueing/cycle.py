@@ -70,15 +70,21 @@ class Cycle:
     held: list[tuple[ActiveTask, str]] = field(default_factory=list)
     misses: list[tuple[ActiveTask, PlacementRequest, PlacementResult]] = field(
         default_factory=list)
-    positions: dict[str, int] = field(default_factory=dict)
+    admitted: set[str] = field(default_factory=set)
     holds: dict[str, str] = field(default_factory=dict)
     heads: dict[str, int] = field(default_factory=dict)   # missed heads -> cycles blocked
 
     def __post_init__(self) -> None:
         for lane in self.lanes.values():
-            for i, task in enumerate(lane.tasks):
-                self.positions[task.id] = i + 1
             lane.key = self._share(lane.state)
+
+    def waiting_positions(self) -> dict[str, int]:
+        """Each still-queued task's place in its queue after this cycle (1 = next)."""
+        out: dict[str, int] = {}
+        for lane in self.lanes.values():
+            waiting = [t for t in lane.tasks if t.id not in self.admitted]
+            out.update((t.id, i + 1) for i, t in enumerate(waiting))
+        return out
 
     def _share(self, queue: QueueState) -> float:
         return dominant_share(self.usage.of(queue.name), self.totals) / queue.weight
@@ -166,6 +172,7 @@ class Cycle:
     def placed(self, task: ActiveTask, result: PlacementResult) -> None:
         """A task was placed: count its use, move its queue's share, end its hold."""
         lane = self.lanes[task.queue]
+        self.admitted.add(task.id)
         self.owner.models[task.id] = result.model
         self.usage.charge(task.queue, result.cluster, demand(task.spec.requests(),
                                                             result.model))

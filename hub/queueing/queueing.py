@@ -218,7 +218,8 @@ class Queueing:
 
     def finish(self, cycle: Cycle) -> None:
         """Keep what the cycle learnt: positions, quota holds, blocked heads."""
-        self.positions, self.holds, self.blocked = cycle.positions, cycle.holds, cycle.heads
+        self.positions = cycle.waiting_positions()
+        self.holds, self.blocked = cycle.holds, cycle.heads
 
     def hold_cluster(self, cluster: str, task: ActiveTask, rank: Rank, kind: str) -> None:
         """Keep ``cluster`` for ``task`` (unless a higher-ranked task holds it)."""
