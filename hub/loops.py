@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
 from hub.config import Timings
+from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.metrics import Metrics
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
@@ -44,8 +45,10 @@ class PlacementLoop:
     """Places queued tasks on clusters, one batched cycle at a time."""
 
     def __init__(self, tasks: TaskBook, scheduler: Scheduler, sessions: Sessions,
-                 metrics: Metrics, interval: float, queueing: Queueing) -> None:
+                 metrics: Metrics, interval: float, deps: Dependencies | None,
+                 queueing: Queueing) -> None:
         self.tasks = tasks
+        self.deps = deps
         self.queueing = queueing
         self.scheduler = scheduler
         self.sessions = sessions
@@ -75,8 +78,13 @@ class PlacementLoop:
             started = time.perf_counter()
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
+            held: list[tuple[ActiveTask, Hold]] = []
             cycle = self.queueing.begin(self.tasks.queued()[:MAX_TASKS_PER_CYCLE])
             for task in cycle:
+                hold = self.deps.hold(task) if self.deps is not None else None
+                if hold is not None:
+                    held.append((task, hold))
+                    continue
                 request = cycle.request(task)
                 if request is None:
                     continue    # a queue quota holds it (cycle.held says which)
@@ -102,9 +110,23 @@ class PlacementLoop:
             send_all(self.sessions, commands)
             evictions = await self.queueing.preempt(cycle)
             send_all(self.sessions, evictions)
+            if held and await self._hold(held):
+                self.poke()   # a failed task may fail its own dependents
             self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),
                                        decided - started)
             return len(commands)
+
+
+    async def _hold(self, held: Sequence[tuple[ActiveTask, Hold]]) -> bool:
+        """Say why held tasks wait; fail those whose dependency failed. True if any failed."""
+        failed = False
+        for task, hold in held:
+            if hold.fail:
+                await self.tasks.fail_waiting(task, KIND_FAILED, hold.reason)
+                failed = True
+            else:
+                await self.tasks.note(task, KIND_HELD, hold.reason)
+        return failed
 
 
 class Monitor:
