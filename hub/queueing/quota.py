@@ -121,13 +121,15 @@ def quota_hold(queue: QueueState, queues: Iterable[QueueState], usage: Usage,
 
 
 def idle_quota(owner: str, resource: str, queues: Iterable[QueueState], usage: Usage) -> int:
-    """The other queues' unused quota of ``resource`` (what ``owner`` may borrow from)."""
+    """The other queues' unused quota of ``resource`` (what ``owner`` may borrow from):
+    their quotas minus their use, borrowers' use included, so no idle quota is lent twice
+    (Kueue's cohort: what all queues with a quota use never exceeds their quotas' sum)."""
     idle = 0
     for q in queues:
         if q.name == owner or resource not in q.limits:
             continue
-        idle += max(0, q.limits[resource] - usage.of(q.name).get(resource, 0))
-    return idle
+        idle += q.limits[resource] - usage.of(q.name).get(resource, 0)
+    return max(0, idle)
 
 
 def borrowing(queue: QueueState, usage: Usage) -> set[str]:
