@@ -149,6 +149,8 @@ class TaskSpec(BaseModel):
                              description="tasks that must succeed before this one starts")
     image_platforms: list[str] = Field(default_factory=list, max_length=16,
                                        description="os/arch the image runs on: linux/amd64")
+    preemptible: bool = Field(
+        default=True, description="false: never evicted to make room for another task")
 
     @field_validator("name", "queue")
     @classmethod
@@ -302,6 +304,10 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    queue_position: int | None = Field(
+        default=None, description="when Queued: 1 = next of its queue to be tried")
+    held_by: str | None = Field(
+        default=None, description="when Queued: the queue quota holding it, if one is")
 
 
 class JoinRequest(BaseModel):

@@ -129,7 +129,7 @@ class Lease:
                                 "agent_address": self.replica.agent_address}
                         bumped = conn.execute(sa.update(LEADER).where(
                             LEADER.c.id == LEADER_ROW).values(epoch=LEADER.c.epoch + 1, **mine))
-                        if bumped.rowcount == 0:    # migration 2 inserts it; never gone twice
+                        if bumped.rowcount == 0:    # migration 3 inserts it; never gone twice
                             conn.execute(sa.insert(LEADER).values(id=LEADER_ROW, epoch=1, **mine))
                         epoch = read_leader(conn).epoch
             except SQLAlchemyError:

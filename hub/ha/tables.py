@@ -1,4 +1,4 @@
-"""The HA tables (created by migration 2), as ``hub.ha`` queries them.
+"""The HA tables (created by migration 3), as ``hub.ha`` queries them.
 
 ``ha_leader`` holds one row (id 1): the fencing epoch and who holds it; ``ha_replicas`` one
 row per running hub process; ``ha_pki`` the agent CA the replicas share.

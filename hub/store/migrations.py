@@ -152,8 +152,13 @@ def _initial_schema(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _queue_borrow(conn: Connection) -> None:
+    """Migration 2: a queue's borrow limits (resource -> quantity). Frozen."""
+    conn.execute(sa.text("ALTER TABLE queues ADD COLUMN borrow JSON NOT NULL DEFAULT '{}'"))
+
+
 def _leader_lease(conn: Connection) -> None:
-    """Migration 2: the leader lease's epoch row, the replica registry and the CA the hub
+    """Migration 3: the leader lease's epoch row, the replica registry and the CA the hub
     replicas share (``hub.ha``). Frozen: never edit, append instead."""
     m = sa.MetaData()
     s, t = sa.String, sa.Text
@@ -189,7 +194,8 @@ def _leader_lease(conn: Connection) -> None:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
-    Migration(2, "leader lease, replicas, shared CA", _leader_lease),
+    Migration(2, "queue borrow limits", _queue_borrow),
+    Migration(3, "leader lease, replicas, shared CA", _leader_lease),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
