@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
@@ -42,9 +42,11 @@ class PlacementLoop:
     """Places queued tasks on clusters, one batched cycle at a time."""
 
     def __init__(self, tasks: TaskBook, scheduler: Scheduler, sessions: Sessions,
-                 metrics: Metrics, interval: float, deps: Dependencies | None = None) -> None:
+                 metrics: Metrics, interval: float, deps: Dependencies | None = None,
+                 variant: Callable[[Mapping[str, float]], Scheduler] | None = None) -> None:
         self.tasks = tasks
         self.deps = deps
+        self.variant = variant   # the scheduler for a task's own score weights
         self.scheduler = scheduler
         self.sessions = sessions
         self.metrics = metrics
@@ -79,16 +81,19 @@ class PlacementLoop:
                 if hold is not None:
                     held.append((task, hold))
                     continue
+                weights = task.spec.score_weights
+                scheduler = (self.variant(weights) if weights and self.variant is not None
+                             else self.scheduler)
                 request = task.request()
-                result = self.scheduler.schedule(request)
+                result = scheduler.schedule(request)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
                     request = task.request()
-                    result = self.scheduler.schedule(request)
+                    result = scheduler.schedule(request)
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.
-                if result.cluster is not None and self.scheduler.reserve(request, result).ok:
+                if result.cluster is not None and scheduler.reserve(request, result).ok:
                     placed.append((task, result))
                 else:
                     waiting.append((task, result))

@@ -19,8 +19,10 @@ from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask, placement_request
 from hub.dag import Dependencies
 from hub.explain.whatif import alternatives
+from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
+from hub.placement.variants import Schedulers
 from hub.store import TaskRecord
 from hub.taskbook import TaskBook
 
@@ -31,9 +33,9 @@ QueueState = Callable[[ActiveTask], dict[str, Any]]
 class Explainer:
     """Builds ``DryRunView`` and ``ExplainView`` answers."""
 
-    def __init__(self, scheduler: Scheduler, tasks: TaskBook, deps: Dependencies,
+    def __init__(self, schedulers: Schedulers, tasks: TaskBook, deps: Dependencies,
                  queue_state: QueueState | None = None) -> None:
-        self.scheduler = scheduler
+        self.schedulers = schedulers
         self.tasks = tasks
         self.deps = deps
         self.queue_state = queue_state or self._position
@@ -41,7 +43,8 @@ class Explainer:
     def dry_run(self, spec: TaskSpec) -> DryRunView:
         """Where ``spec`` would go now; stores and reserves nothing."""
         req = placement_request(DRY_RUN_ID, spec, spec.priority)
-        result = self.scheduler.schedule(req)
+        scheduler = self.schedulers.for_weights(spec.score_weights)
+        result = scheduler.schedule(req)
         view = DryRunView(name=spec.name, cluster=result.cluster, nodes=list(result.nodes),
                           model=result.model, scores=scores_of(result),
                           reasons=dict(result.reasons))
@@ -52,7 +55,7 @@ class Explainer:
         if result.error is not None:
             view.error = result.error.message
             view.histogram = dict(result.error.histogram)
-            view.alternatives = self._nearest(req)
+            view.alternatives = _nearest(scheduler, req)
             view.nearest_fit = view.alternatives[0] if view.alternatives else None
         return view
 
@@ -70,7 +73,8 @@ class Explainer:
         if task.state != TaskState.QUEUED:
             return view
         req = task.request()
-        result = self.scheduler.schedule(req)
+        scheduler = self.schedulers.for_weights(task.spec.score_weights)
+        result = scheduler.schedule(req)
         view.scores = scores_of(result)
         view.reasons = dict(result.reasons)
         if result.error is None:
@@ -79,12 +83,9 @@ class Explainer:
             return view
         view.summary = result.error.message
         view.histogram = dict(result.error.histogram)
-        view.alternatives = self._nearest(req)
+        view.alternatives = _nearest(scheduler, req)
         view.nearest_fit = view.alternatives[0] if view.alternatives else None
         return view
-
-    def _nearest(self, req: Any) -> list[NearestFit]:
-        return [NearestFit.model_validate(a.to_json()) for a in alternatives(self.scheduler, req)]
 
     def _ended(self, rec: TaskRecord) -> ExplainView:
         spec = TaskSpec.model_validate(rec.spec)
@@ -100,6 +101,10 @@ class Explainer:
         position = next((i for i, t in enumerate(same, 1) if t.id == task.id), None)
         return {"name": task.queue, "priority": task.priority, "position": position,
                 "queued": len(same), "held_by": None}
+
+
+def _nearest(scheduler: Scheduler, req: PlacementRequest) -> list[NearestFit]:
+    return [NearestFit.model_validate(a.to_json()) for a in alternatives(scheduler, req)]
 
 
 def scores_of(result: PlacementResult) -> dict[str, ClusterScores]:

@@ -24,8 +24,8 @@ async def test_dry_run_says_where_and_stores_nothing(fleet: Fleet) -> None:
     assert (body["cluster"], body["nodes"], body["model"], body["error"]) == (
         "west", ["w1"], "T4", None)
     assert list(body["scores"]) == ["west"]
-    assert set(body["scores"]["west"]["plugins"]) == {"ClusterWeight", "Headroom",
-                                                      "AcceleratorFit"}
+    assert set(body["scores"]["west"]["plugins"]) == {
+        "ClusterWeight", "Headroom", "AcceleratorFit", "LeastOverqualified", "ClusterAffinity"}
     assert body["reasons"] == {"east": "no node matches fuyao.io/gpu-model=T4"}
     assert (await fleet.h.api.get("/api/v1/tasks")).json() == []
     assert fleet.h.hub.fleet.reservation("dry-run") is None
@@ -81,3 +81,23 @@ async def test_alternatives_use_the_real_fit_and_change_one_thing(fleet: Fleet) 
     for alt in found:   # each one really fits: the scheduler places it
         changed = spec.model_copy(update=alt.change)
         assert scheduler.schedule(placement_request("x", changed, 0)).cluster == alt.cluster
+
+
+async def test_cluster_affinity_and_score_weights_from_a_submitted_task(fleet: Fleet) -> None:
+    await two_clusters(fleet)
+    api = fleet.h.api
+    r = await api.post("/api/v1/tasks:dry-run", json={
+        "name": "x", "gpu": 1, "cluster_selector": "fuyao.io/region = nowhere"})
+    body = r.json()
+    assert body["cluster"] is None
+    assert body["histogram"] == {"cluster labels do not match fuyao.io/region=nowhere": 2}
+    r = await api.post("/api/v1/tasks", json={"name": "y", "score_weights": {"Magic": 1}})
+    assert r.status_code == 400
+    assert "'Magic' is not a score plugin" in r.json()["error"]["message"]
+    # east has weight 2, but the task ignores cluster weights and prefers west's T4s/V100s
+    r = await api.post("/api/v1/tasks:dry-run", json={
+        "name": "z", "gpu": 1, "score_weights": {"ClusterWeight": 0}})
+    assert r.json()["cluster"] == "west"
+    r = await api.post("/api/v1/tasks:dry-run", json={
+        "name": "z", "gpu": 1, "score_weights": {"LeastOverqualified": 0}})
+    assert r.json()["cluster"] == "east"
