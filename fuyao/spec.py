@@ -164,6 +164,8 @@ class TaskSpec(BaseModel):
     score_weights: dict[str, float] = Field(
         default_factory=dict, max_length=16,
         description="placement score weights by plugin, e.g. {Headroom: 0, Pack: 3}")
+    preemptible: bool = Field(
+        default=True, description="false: never evicted to make room for another task")
 
     @field_validator("name", "queue")
     @classmethod
@@ -330,6 +332,10 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    queue_position: int | None = Field(
+        default=None, description="when Queued: 1 = next of its queue to be tried")
+    held_by: str | None = Field(
+        default=None, description="when Queued: the queue quota holding it, if one is")
 
 
 class JoinRequest(BaseModel):

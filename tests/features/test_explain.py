@@ -60,8 +60,8 @@ async def test_explain_a_waiting_task(fleet: Fleet) -> None:
         "no node matches fuyao.io/gpu-model>=A100": 1,
         "only 2 of 3 replicas fit on nodes with fuyao.io/gpu-model>=A100 and 8 free GPUs": 1,
     }
-    assert body["queue"] == {"name": "default", "priority": 0, "position": 1, "queued": 1,
-                             "held_by": None}
+    assert (body["queue"]["queue"], body["queue"]["position"], body["queue"]["held_by"]) == (
+        "default", 1, None)
     assert body["nearest_fit"]["change"] == {"gpu": 4}
     assert body["nearest_fit"]["description"] == "with 4 GPUs per replica instead of 8"
     assert body["scores"] == {}
@@ -101,3 +101,22 @@ async def test_cluster_affinity_and_score_weights_from_a_submitted_task(fleet: F
     r = await api.post("/api/v1/tasks:dry-run", json={
         "name": "z", "gpu": 1, "score_weights": {"LeastOverqualified": 0}})
     assert r.json()["cluster"] == "east"
+
+
+async def test_a_task_held_by_its_quota_is_offered_another_queue(fleet: Fleet) -> None:
+    from tests.features.conftest import until
+
+    await two_clusters(fleet)
+    api = fleet.h.api
+    r = await api.post("/api/v1/queues", json={"name": "team-a", "quotas": {"gpu": "1"}})
+    assert r.status_code == 201, r.text
+    r = await api.post("/api/v1/tasks", json={"name": "wide", "queue": "team-a", "gpu": 2})
+    assert r.status_code == 201, r.text
+    await until(lambda: fleet.h.hub.queueing.hold_for(
+        fleet.h.hub.tasks.by_name("wide")) is not None  # type: ignore[arg-type]
+        and fleet.h.hub.queueing.hold_for(
+            fleet.h.hub.tasks.by_name("wide"))["held_by"] is not None)  # type: ignore[arg-type,index]
+    body = (await api.get("/api/v1/tasks/wide/explain")).json()
+    assert body["queue"]["held_by"] == "queue team-a: gpu quota 1, in use 0"
+    assert body["nearest_fit"]["change"] == {"queue": "default"}
+    assert body["summary"].startswith("the fleet has room on ")
