@@ -49,6 +49,7 @@ class HubConfig:
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
+    queueing: dict[str, Any] | None = None  # backfill/preemption (hub.queueing.QueueingConfig)
     auth: str = "token"               # "token" (bearer tokens) or "none" (loopback only)
     api_rate_limit: float = 50.0      # REST requests per second per token (0: no limit)
     api_rate_burst: int = 200         # ... and how many may come at once
@@ -87,7 +88,8 @@ def prepare_home(config: HubConfig) -> None:
 
 
 def load_config_file(path: Path, base: HubConfig) -> HubConfig:
-    """Overlay a YAML config file (keys: the HubConfig fields, ``timings``, ``profile``)."""
+    """Overlay a YAML config file (keys: the HubConfig fields, ``timings``, ``profile``,
+    ``queueing``)."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -21,7 +21,18 @@ from starlette.exceptions import HTTPException
 from fuyao import __version__
 from fuyao.errors import FuyaoError, RateLimited
 from fuyao.spec import error_body
-from hub.api import audit, auth, capacity, clusters, jointokens, tasks
+from hub.api import (
+    audit,
+    auth,
+    capacity,
+    clusters,
+    explain,
+    ha,
+    jointokens,
+    profiles,
+    queues,
+    tasks,
+)
 from hub.api.guardrails import Guardrails
 from hub.auth.guard import guard
 from hub.auth.service import OPEN_WARNING
@@ -48,6 +59,8 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         message = str(err.get("msg", "")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            message = "unknown field"
         details.append({"field": loc, "message": message})
     return details
 
@@ -65,11 +78,15 @@ def create_app(hub: Hub) -> FastAPI:
     app.state.hub = hub
     app.include_router(clusters.router)
     app.include_router(jointokens.router)
+    app.include_router(explain.router)
+    app.include_router(profiles.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)
+    app.include_router(queues.router)
     app.include_router(auth.router)
-    app.add_middleware(Guardrails, max_body_bytes=hub.config.max_body_bytes)
+    ha.install(app, hub)
+    app.add_middleware(Guardrails, max_body_bytes=hub.config.max_body_bytes)   # outermost
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:
@@ -113,8 +130,10 @@ def create_health_app(hub: Hub) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ready = bool(hub.started)
-        body: dict[str, Any] = {"ready": ready, "auth": hub.auth.mode}
+        # A standby is ready: it serves reads and answers writes with the leader's address.
+        role = "leader" if hub.ha.leading else "standby"
+        ready = bool(hub.started) or (role == "standby" and hub.ha.lost is None)
+        body: dict[str, Any] = {"ready": ready, "role": role, "auth": hub.auth.mode}
         if not hub.auth.enabled:
             body["warning"] = OPEN_WARNING
         return JSONResponse(body, status_code=200 if ready else 503)

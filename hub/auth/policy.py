@@ -78,9 +78,22 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("GET", f"{V1}/tasks/{{name}}"): Rule(Access.READ),
     ("DELETE", f"{V1}/tasks/{{name}}"): Rule(Access.SUBMIT, "task.delete"),
     ("POST", f"{V1}/tasks/{{name}}/cancel"): Rule(Access.SUBMIT, "task.cancel"),
-    # fleet
+    ("POST", f"{V1}/tasks:dry-run"): Rule(Access.SUBMIT),       # stores nothing
+    ("GET", f"{V1}/tasks/{{name}}/explain"): Rule(Access.READ),
+    # queues and profiles
+    ("GET", f"{V1}/queues"): Rule(Access.READ),
+    ("POST", f"{V1}/queues"): Rule(Access.OPERATE, "queue.create"),
+    ("GET", f"{V1}/queues/{{name}}"): Rule(Access.READ),
+    ("PATCH", f"{V1}/queues/{{name}}"): Rule(Access.OPERATE, "queue.update"),
+    ("DELETE", f"{V1}/queues/{{name}}"): Rule(Access.OPERATE, "queue.delete"),
+    ("GET", f"{V1}/profiles"): Rule(Access.READ),
+    ("GET", f"{V1}/profiles/{{name}}"): Rule(Access.READ),
+    ("PUT", f"{V1}/profiles/{{name}}"): Rule(Access.OPERATE, "profile.apply"),
+    ("DELETE", f"{V1}/profiles/{{name}}"): Rule(Access.OPERATE, "profile.delete"),
+    # fleet and the hub itself
     ("GET", f"{V1}/capacity"): Rule(Access.READ),
     ("GET", f"{V1}/audit"): Rule(Access.READ_ALL),
+    ("GET", f"{V1}/hub/status"): Rule(Access.READ),
 }
 
 

@@ -69,6 +69,25 @@ async def _join_token(w: World, tag: str) -> tuple[str, Any]:
     return f"/api/v1/clusters/east/tokens/{token_id}", None
 
 
+async def _queue(w: World, tag: str) -> tuple[str, Any]:
+    await w.admin("POST", "/api/v1/queues", json={"name": f"q-{tag}"})
+    return f"/api/v1/queues/q-{tag}", None
+
+
+async def _queue_patch(w: World, tag: str) -> tuple[str, Any]:
+    url, _ = await _queue(w, tag)
+    return url, {"weight": 2}
+
+
+async def _profile(w: World, tag: str) -> tuple[str, Any]:
+    await w.admin("PUT", f"/api/v1/profiles/p-{tag}", json={"name": f"p-{tag}"})
+    return f"/api/v1/profiles/p-{tag}", None
+
+
+async def _profile_put(_: World, tag: str) -> tuple[str, Any]:
+    return f"/api/v1/profiles/new-{tag}", {"name": f"new-{tag}"}
+
+
 def _own_task(prefix: str, *, ended: bool) -> Prepare:
     async def prepare(w: World, tag: str) -> tuple[str, Any]:
         role = None if tag == "none" else Role(tag)
@@ -113,8 +132,21 @@ CASES: dict[tuple[str, str], tuple[Prepare, int]] = {
     ("GET", "/api/v1/tasks/{name}"): (fixed("/api/v1/tasks/shared"), 200),
     ("DELETE", "/api/v1/tasks/{name}"): (_own_task("del", ended=True), 200),
     ("POST", "/api/v1/tasks/{name}/cancel"): (_own_task("can", ended=False), 200),
+    ("POST", "/api/v1/tasks:dry-run"): (fixed("/api/v1/tasks:dry-run",
+                                              {"name": "dry", "queue": QUEUE}), 200),
+    ("GET", "/api/v1/tasks/{name}/explain"): (fixed("/api/v1/tasks/shared/explain"), 200),
+    ("GET", "/api/v1/queues"): (fixed("/api/v1/queues"), 200),
+    ("POST", "/api/v1/queues"): (_new("queues"), 201),
+    ("GET", "/api/v1/queues/{name}"): (fixed("/api/v1/queues/default"), 200),
+    ("PATCH", "/api/v1/queues/{name}"): (_queue_patch, 200),
+    ("DELETE", "/api/v1/queues/{name}"): (_queue, 200),
+    ("GET", "/api/v1/profiles"): (fixed("/api/v1/profiles"), 200),
+    ("GET", "/api/v1/profiles/{name}"): (_profile, 200),
+    ("PUT", "/api/v1/profiles/{name}"): (_profile_put, 200),
+    ("DELETE", "/api/v1/profiles/{name}"): (_profile, 200),
     ("GET", "/api/v1/capacity"): (fixed("/api/v1/capacity"), 200),
     ("GET", "/api/v1/audit"): (fixed("/api/v1/audit"), 200),
+    ("GET", "/api/v1/hub/status"): (fixed("/api/v1/hub/status"), 200),
 }
 
 
