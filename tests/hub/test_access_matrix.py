@@ -182,6 +182,7 @@ async def make_world(h: HubHarness) -> World:
     assert admin_token
     w = World(h, clients)
     await w.admin("POST", "/api/v1/clusters", json={"name": "east"})
+    await w.admin("POST", "/api/v1/queues", json={"name": QUEUE})
     await w.submit(Role.ADMIN, "shared")
     return w
 

@@ -148,6 +148,8 @@ async def test_missing_or_bad_bearer_is_401_in_the_envelope(harness: HubHarness,
 
 
 async def test_submitter_is_scoped_to_its_queues_and_own_tasks(harness: HubHarness) -> None:
+    for queue in ("team-a", "team-b"):
+        await harness.api.post("/api/v1/queues", json={"name": queue})
     alice = await token(harness, "alice", "submitter", queues=["team-a"])
     bob = await token(harness, "bob", "submitter", queues=["team-a", "team-b"])
     assert (await alice.post("/api/v1/tasks", json={"name": "a1", "queue": "team-a"})
