@@ -36,6 +36,7 @@ def test_must_work_block(stack: LocalStack, tmp_path: Path) -> None:
     admin = {**os.environ, "FUYAO_HUB": stack.url,
              "FUYAO_TOKEN": token_file.read_text().strip(),
              "FUYAO_CONFIG": str(tmp_path / "config.yaml")}
+    run(admin, "queue", "create", "team-a")
     created = as_json(admin, "auth", "token", "create", "ci-bot", "--role", "submitter",
                       "--queue", "team-a")
     assert set(created) >= {"name", "token"} and created["name"] == "ci-bot"

@@ -64,6 +64,7 @@ class Replicas:
         """Start ``a``, then ``b``; returns ``hub status`` once ``a`` leads."""
         self.a.start_hub()
         self.b.start_hub()
+        self.b.token = self.a.token     # one database, one set of API tokens
         return self.wait_leader(self.b, "a")
 
     def close(self) -> None:

@@ -28,17 +28,21 @@ def test_the_standby_serves_reads_and_refuses_writes_naming_the_leader(
         roles = {r["address"]: r["role"] for r in status["replicas"]}
         assert roles == {hubs.api("a"): "leader", hubs.api("b"): "standby"}
         assert status["epoch"] >= 1
-        shown = CliRunner().invoke(cli, ["--hub", hubs.b.url, "hub", "status", "-o", "json"])
+        shown = CliRunner().invoke(cli, ["--hub", hubs.b.url, "--token", str(hubs.a.token), "hub",
+                                     "status", "-o", "json"])
         assert shown.exit_code == 0, shown.output
         assert json.loads(shown.stdout)["leader"] == hubs.api("a")
-        table = CliRunner().invoke(cli, ["--hub", hubs.b.url, "hub", "status"])
+        table = CliRunner().invoke(cli, ["--hub", hubs.b.url, "--token", str(hubs.a.token), "hub",
+                                     "status"])
         assert "standby" in table.stdout and hubs.api("a") in table.stdout
         hubs.start_agent("east", write_fleet(tmp_path / "east.yaml",
                                              [gpu_pool("t4", "Tesla-T4", 4)]))
         hubs.a.wait_ready(["east"])
         with hubs.a.client() as leader:
             leader.submit_task({"name": "seen", "gpu": 1, "duration": "1s"})
-        answer = httpx.post(f"{hubs.b.url}/api/v1/clusters/east/cordon")
+        answer = httpx.post(f"{hubs.b.url}/api/v1/clusters/east/cordon",
+                            headers={"Authorization": f"Bearer {hubs.a.token}",
+                                     "Content-Type": "application/json"})
         assert answer.status_code == 503
         assert answer.headers["Fuyao-Leader"] == hubs.api("a")
         assert answer.json()["error"]["details"]["leader"] == hubs.api("a")
@@ -54,7 +58,7 @@ def test_the_standby_serves_reads_and_refuses_writes_naming_the_leader(
             assert standby.get_task("seen").name == "seen"
             assert [t.name for t in standby.list_tasks()] == ["seen"]
         health = httpx.get(f"http://127.0.0.1:{hubs.b.health_port}/readyz").json()
-        assert health == {"ready": True, "role": "standby"}
+        assert health == {"ready": True, "role": "standby", "auth": "token"}
 
 
 def test_kill_the_leader_mid_batch_the_standby_takes_over_and_no_task_is_lost_or_repeated(
