@@ -47,6 +47,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyaoctl.capacity_api import CapacityApi
 from fuyaoctl.validation import validate_model
 
 DEFAULT_HUB: Final = "http://127.0.0.1:8848"
@@ -89,7 +90,7 @@ def task_state(value: TaskState | str) -> TaskState:
     raise InvalidInput(f"task state {value!r} is not one of {names}")
 
 
-class Client:
+class Client(CapacityApi):
     """A connection to one hub: typed methods over its REST API."""
 
     def __init__(

@@ -35,6 +35,8 @@ from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
+from hub.planning.history import CapacityHistory
+from hub.planning.planner import Planner
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
 from hub.taskbook import TaskBook
@@ -62,6 +64,9 @@ class Hub:
                                        config.timings.placement_interval)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
+        self.planning = Planner(self.fleet, profile, self.tasks.active,
+                                headroom_priority=config.headroom_priority)
+        self.history = CapacityHistory(self.planning, self.writer, config.timings)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
         self.started = False
@@ -79,7 +84,8 @@ class Hub:
         log.info("store at schema version %d: %d clusters, %d active tasks", version,
                  len(self.clusters.entries), count)
         self._loops = [asyncio.create_task(self.placement.run(), name="placement"),
-                       asyncio.create_task(self.monitor.run(), name="monitor")]
+                       asyncio.create_task(self.monitor.run(), name="monitor"),
+                       asyncio.create_task(self.history.run(), name="capacity-history")]
         self.started = True
 
     async def stop(self) -> None:

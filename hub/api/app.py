@@ -18,8 +18,9 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, tasks
+from hub.api import audit, capacity, clusters, planning, tasks
 from hub.core import Hub
+from hub.ui import router as ui_router
 
 
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -43,6 +44,8 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)
+    app.include_router(planning.router)
+    app.include_router(ui_router)
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:

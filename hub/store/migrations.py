@@ -152,8 +152,16 @@ def _initial_schema(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _capacity_demand(conn: Connection) -> None:
+    """Capacity samples also record fragmentation and queued demand (``hub.planning``)."""
+    for name in ("devices_fragmented", "queued_tasks", "queued_devices"):
+        conn.execute(sa.text(
+            f"ALTER TABLE capacity_samples ADD COLUMN {name} FLOAT NOT NULL DEFAULT 0"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
+    Migration(2, "capacity samples: fragmentation and queued demand", _capacity_demand),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
