@@ -125,6 +125,8 @@ class ReportRow(BaseModel):
     devices_allocated: float = 0
     devices_reserved: float = 0
     devices_free: float = 0
+    devices_unschedulable: float = Field(
+        default=0, description="idle devices on cordoned or NotReady nodes (never free)")
     devices_fragmented: float = Field(
         default=0, description="free devices no common task shape can use (FGD), weighted")
     queued_tasks: int = 0
@@ -167,6 +169,7 @@ class CapacityPoint(BaseModel):
     devices_allocated: float
     devices_reserved: float
     devices_free: float
+    devices_unschedulable: float = 0
     devices_fragmented: float = 0
     queued_tasks: float = 0
     queued_devices: float = 0

@@ -312,6 +312,8 @@ class ClusterView(BaseModel):
     backend: str | None = None
     nodes: int = 0
     gpus: dict[str, int] = Field(default_factory=dict, description="devices per model")
+    gpus_unschedulable: dict[str, int] = Field(
+        default_factory=dict, description="of those, devices on cordoned or NotReady nodes")
     tasks: int = Field(default=0, description="tasks placed or running here")
 
 
@@ -319,7 +321,9 @@ class CapacityRow(BaseModel):
     """Capacity of one cluster's nodes of one accelerator model ("none" for CPU-only nodes).
 
     ``reserved`` is the headroom kept free for failover; ``free`` = total - allocated -
-    reserved, never below zero. CPU is in cores, memory in GiB.
+    reserved, never below zero. CPU is in cores, memory in GiB. Nodes that are cordoned or
+    NotReady count in the total (as ``kubectl`` shows them) but never in free: what they
+    leave idle is ``unschedulable``, and the reserve is a fraction of the other nodes' total.
     """
 
     cluster: str
@@ -337,6 +341,10 @@ class CapacityRow(BaseModel):
     memory_allocated_gib: float
     memory_reserved_gib: float
     memory_free_gib: float
+    devices_unschedulable: float = Field(
+        default=0.0, description="idle devices on cordoned or NotReady nodes (never free)")
+    cpu_unschedulable: float = 0.0
+    memory_unschedulable_gib: float = 0.0
 
 
 class AuditEntry(BaseModel):

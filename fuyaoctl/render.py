@@ -83,7 +83,8 @@ class Renderer:
         for view in views:
             table.add_row(*_cells(
                 view.name, view.state, view.weight, f"{view.headroom:.0%}", view.nodes,
-                _gpus(view.gpus), view.tasks, _ago(view.last_heartbeat), _pairs(view.labels),
+                _gpus(view.gpus, view.gpus_unschedulable), view.tasks,
+                _ago(view.last_heartbeat), _pairs(view.labels),
             ))
         self._print(table if views else "No clusters. Add one with: fuyaoctl cluster join NAME")
 
@@ -100,7 +101,7 @@ class Renderer:
             "Labels": _pairs(view.labels),
             "Backend": view.backend,
             "Nodes": view.nodes,
-            "GPUs": _gpus(view.gpus),
+            "GPUs": _gpus(view.gpus, view.gpus_unschedulable),
             "Tasks": f"{view.tasks} placed or running",
             "Last heartbeat": _when(view.last_heartbeat),
             "Joined": _when(view.joined_at),
@@ -190,19 +191,20 @@ class Renderer:
             self._print("No capacity reported yet (no cluster has an agent connected).")
             return
         table = _table("CLUSTER", "MODEL", "NODES", "DEV", "DEV-ALLOC", "DEV-RSVD", "DEV-FREE",
-                       "CPU", "CPU-ALLOC", "CPU-RSVD", "CPU-FREE",
+                       "DEV-UNSCHED", "CPU", "CPU-ALLOC", "CPU-RSVD", "CPU-FREE",
                        "MEM-GIB", "MEM-ALLOC", "MEM-RSVD", "MEM-FREE")
         for row in rows:
             table.add_row(*_cells(
                 row.cluster, row.model, row.nodes,
                 *map(_num, (row.devices_total, row.devices_allocated, row.devices_reserved,
-                            row.devices_free, row.cpu_total, row.cpu_allocated,
-                            row.cpu_reserved, row.cpu_free, row.memory_total_gib,
+                            row.devices_free, row.devices_unschedulable, row.cpu_total,
+                            row.cpu_allocated, row.cpu_reserved, row.cpu_free, row.memory_total_gib,
                             row.memory_allocated_gib, row.memory_reserved_gib,
                             row.memory_free_gib)),
             ))
         self._print(table, "RSVD is the headroom kept free for failover; "
-                           "FREE = total - allocated - reserved. CPU in cores, memory in GiB.")
+                           "FREE = total - allocated - reserved; UNSCHED: idle on cordoned or "
+                           "NotReady nodes, never free. CPU in cores, memory in GiB.")
 
     def audit(self, entries: Sequence[AuditEntry]) -> None:
         """``audit``: newest first."""
@@ -320,8 +322,12 @@ def _gpu_request(view: TaskView) -> str:
     return f"{gpu} {model}" if model else str(gpu)
 
 
-def _gpus(per_model: Mapping[str, int]) -> str:
-    return ", ".join(f"{count}x{model}" for model, count in sorted(per_model.items()))
+def _gpus(per_model: Mapping[str, int], off: Mapping[str, int] | None = None) -> str:
+    """``24xA100 (8 unschedulable)``: totals, and those on cordoned or NotReady nodes."""
+    off = off or {}
+    return ", ".join(
+        f"{count}x{model}" + (f" ({off[model]} unschedulable)" if off.get(model) else "")
+        for model, count in sorted(per_model.items()))
 
 
 def _pairs(labels: Mapping[str, str]) -> str:

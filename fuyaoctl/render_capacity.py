@@ -54,8 +54,8 @@ class CapacityRenderer(Renderer):
             self._print("No capacity reported yet (no cluster has an agent connected).")
             return
         by = report.by.upper()
-        columns = [by, "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "FRAG", "QUEUED",
-                   "CPU-FREE", "MEM-FREE"]
+        columns = [by, "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "UNSCHED", "FRAG",
+                   "QUEUED", "CPU-FREE", "MEM-FREE"]
         if report.by == "cluster":
             columns.append("N-1")
         table = _table(*columns)
@@ -64,8 +64,8 @@ class CapacityRenderer(Renderer):
             if report.by == "cluster":
                 cells.append("-" if row.n1_safe is None else "safe" if row.n1_safe else "NO")
             table.add_row(*_cells(*cells))
-        fleet = _table("FLEET", "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "FRAG",
-                       "QUEUED", "CPU-FREE", "MEM-FREE")
+        fleet = _table("FLEET", "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "UNSCHED",
+                       "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE")
         for row in report.fleet:
             fleet.add_row(*_cells("total", row.model, *_row_numbers(row)))
         shapes = ", ".join(f"{s.gpu}x{s.gpu_model or 'any'} ({s.weight:g})"
@@ -75,7 +75,8 @@ class CapacityRenderer(Renderer):
                     f"FRAG: free devices no common task shape can use (FGD), shapes from "
                     f"{report.shapes_from}: {shapes}",
                     "QUEUED: devices queued tasks could use here; RSVD is the failover "
-                    "headroom; FREE = total - allocated - reserved.",
+                    "headroom; FREE = total - allocated - reserved; UNSCHED: idle on cordoned "
+                    "or NotReady nodes, never free.",
                     f"N-1: {verdict}")
 
     def capacity_fit(self, answer: FitAnswer) -> None:
@@ -133,10 +134,10 @@ class CapacityRenderer(Renderer):
 
 
 def _row_numbers(row: ReportRow) -> list[str]:
-    return [str(row.nodes), *map(_num, (row.devices_total, row.devices_allocated,
-                                         row.devices_reserved, row.devices_free,
-                                         row.devices_fragmented, row.queued_devices,
-                                         row.cpu_free, row.memory_free_gib))]
+    return [str(row.nodes), *map(_num, (
+        row.devices_total, row.devices_allocated, row.devices_reserved, row.devices_free,
+        row.devices_unschedulable, row.devices_fragmented, row.queued_devices, row.cpu_free,
+        row.memory_free_gib))]
 
 
 def _mean(values: Sequence[float]) -> float:

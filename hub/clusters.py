@@ -240,7 +240,7 @@ class ClusterManager:
             name=rec.name, state=state, labels=entry.labels, weight=rec.weight,
             headroom=rec.headroom, cordoned=rec.cordoned, last_heartbeat=rec.last_heartbeat,
             joined_at=rec.created_at, backend=rec.backend, nodes=nodes, gpus=summary,
-            tasks=tasks,
+            gpus_unschedulable=self.fleet.unschedulable_devices(name), tasks=tasks,
         )
 
     # -- internals -------------------------------------------------------------------------

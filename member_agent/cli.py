@@ -35,6 +35,7 @@ def build_backend(
     kubeconfig: Path | None,
     namespace: str,
     label_nodes: bool = True,
+    finished_pod_ttl: float = 600.0,
 ) -> Backend:
     """The chosen backend, its inputs validated (raises ``InvalidInput``)."""
     if backend == "sim":
@@ -48,7 +49,10 @@ def build_backend(
         return SimBackend(load_fleet(fleet), time_scale=time_scale, policy=policy)
     from member_agent.backends.kube import KubeBackend
 
-    return KubeBackend.from_kubeconfig(kubeconfig, namespace=namespace, label_nodes=label_nodes)
+    if finished_pod_ttl < 0:
+        raise InvalidInput(f"--finished-pod-ttl {finished_pod_ttl} must not be negative")
+    return KubeBackend.from_kubeconfig(kubeconfig, namespace=namespace, label_nodes=label_nodes,
+                                       finished_pod_ttl=finished_pod_ttl)
 
 
 def _labels(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -86,6 +90,8 @@ async def _run_until_signalled(agent: Agent) -> None:
 @click.option("--namespace", default="fuyao-tasks", show_default=True, help="kube: pod namespace.")
 @click.option("--label-nodes/--no-label-nodes", default=True, show_default=True,
               help="kube: write the derived fuyao.io/* labels onto the nodes.")
+@click.option("--finished-pod-ttl", type=float, default=600.0, show_default=True,
+              help="kube: seconds finished pods are kept (for logs) before they are deleted.")
 @click.option("--heartbeat-interval", type=float, default=2.0, show_default=True)
 @click.option("--time-scale", type=float, default=1.0, show_default=True,
               help="sim: multiply task durations by this (0.01 = 100x faster).")
@@ -105,6 +111,7 @@ def command(
     kubeconfig: Path | None,
     namespace: str,
     label_nodes: bool,
+    finished_pod_ttl: float,
     heartbeat_interval: float,
     time_scale: float,
     sim_policy: str,
@@ -140,6 +147,7 @@ def command(
             kubeconfig=kubeconfig,
             namespace=namespace,
             label_nodes=label_nodes,
+            finished_pod_ttl=finished_pod_ttl,
         )
         asyncio.run(_run_until_signalled(Agent(config, chosen)))
     except FuyaoError as exc:

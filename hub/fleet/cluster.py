@@ -185,13 +185,21 @@ class Matches:
 
 
 class ModelTotals:
-    """Running sums for one capacity row (a device model, or ``none``)."""
+    """Running sums for one capacity row (a device model, or ``none``).
 
-    __slots__ = ("cpu_total", "cpu_used", "devices", "mem_total", "mem_used", "nodes", "used_milli")
+    The ``off_*`` sums are the part on unschedulable nodes (cordoned or NotReady): shown in
+    the total, never free, and left out of the headroom reserve's base.
+    """
+
+    __slots__ = ("cpu_total", "cpu_used", "devices", "mem_total", "mem_used", "nodes",
+                 "off_cpu_total", "off_cpu_used", "off_devices", "off_mem_total", "off_mem_used",
+                 "off_used_milli", "used_milli")
 
     def __init__(self) -> None:
         self.nodes = self.devices = self.used_milli = 0
         self.cpu_total = self.cpu_used = self.mem_total = self.mem_used = 0
+        self.off_devices = self.off_used_milli = 0
+        self.off_cpu_total = self.off_cpu_used = self.off_mem_total = self.off_mem_used = 0
 
 
 class ClusterInfo:
@@ -211,6 +219,7 @@ class ClusterInfo:
         self._on_change = on_change
         self.version = next(_TICKS)
         self.layout_version = self.version
+        # Sums over schedulable nodes only: the headroom reserve is a fraction of these.
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
         self.schedulable_nodes = 0
         self._ignore = ignore_keys
@@ -244,9 +253,12 @@ class ClusterInfo:
         return [self._nodes[n] for n in sorted(self._nodes)]
 
     def device_milli(self, model: str) -> tuple[int, int]:
-        """(total, used) milli-devices of one model; used counts member use and hub holds."""
-        totals = self._totals.get(model)
-        return (0, 0) if totals is None else (totals.devices * WHOLE, totals.used_milli)
+        """(total, used) milli-devices of one model on schedulable nodes; used counts member
+        use and hub holds. Devices on cordoned or NotReady nodes are in neither."""
+        t = self._totals.get(model)
+        if t is None:
+            return (0, 0)
+        return ((t.devices - t.off_devices) * WHOLE, t.used_milli - t.off_used_milli)
 
     def model_version(self, model: str) -> int:
         """The tick of the last change to a node with devices of ``model`` (0: none yet).
@@ -377,10 +389,12 @@ class ClusterInfo:
 
     def _account(self, node: NodeState, sign: int) -> None:
         alloc = node.info.allocatable
-        self.cpu_total += sign * alloc.cpu_milli
-        self.cpu_used += sign * node.used_cpu
-        self.memory_total += sign * alloc.memory_mib
-        self.memory_used += sign * node.used_mem
+        on = sign * node.schedulable      # cluster-wide sums: schedulable nodes only
+        off = sign * (not node.schedulable)
+        self.cpu_total += on * alloc.cpu_milli
+        self.cpu_used += on * node.used_cpu
+        self.memory_total += on * alloc.memory_mib
+        self.memory_used += on * node.used_mem
         self.schedulable_nodes += sign * node.schedulable
         tick = next(_TICKS)
         for model in node.model_devices or (NO_MODEL,):
@@ -391,10 +405,16 @@ class ClusterInfo:
         row.cpu_used += sign * node.used_cpu
         row.mem_total += sign * alloc.memory_mib
         row.mem_used += sign * node.used_mem
+        row.off_cpu_total += off * alloc.cpu_milli
+        row.off_cpu_used += off * node.used_cpu
+        row.off_mem_total += off * alloc.memory_mib
+        row.off_mem_used += off * node.used_mem
         for model, count in node.model_devices.items():
             dev_row = self._row(model)
             dev_row.devices += sign * count
             dev_row.used_milli += sign * node.model_used[model]
+            dev_row.off_devices += off * count
+            dev_row.off_used_milli += off * node.model_used[model]
         for model in {node.primary, *node.model_devices}:
             totals = self._totals.get(model)
             if totals is not None and totals.nodes == 0 and totals.devices == 0:

@@ -219,6 +219,12 @@ class FleetView:
                     if totals[model].devices})
         return out
 
+    def unschedulable_devices(self, cluster: str) -> dict[str, int]:
+        """``{"<model>": devices}`` on the cluster's cordoned or NotReady nodes (for the list)."""
+        c = self._clusters.get(cluster)
+        totals = c.totals() if c is not None else {}
+        return {m: totals[m].off_devices for m in sorted(totals) if totals[m].off_devices}
+
     def _get(self, name: str) -> ClusterInfo:
         c = self._clusters.get(name)
         if c is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import UTC, datetime, timedelta
 
 from fuyao.capacity import CapacityPoint
@@ -30,6 +30,7 @@ from hub.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 MAX_SINCE = 400 * 86_400.0
+_SAMPLED = frozenset(f.name for f in fields(SampleRecord)) - {"at"}
 COMPACT_EVERY = 10
 
 
@@ -53,7 +54,7 @@ class CapacityHistory:
             fragmented = fragmented_devices(cluster, shapes)
             for row in fleet.capacity(cluster.name):
                 tasks, devices = queued.get((row.cluster, row.model), (0, 0.0))
-                values = row.model_dump()
+                values = {k: v for k, v in row.model_dump().items() if k in _SAMPLED}
                 out.append(SampleRecord(
                     at=now, devices_fragmented=round(fragmented.get(row.model, 0.0), 3),
                     queued_tasks=tasks, queued_devices=devices, **values))

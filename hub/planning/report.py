@@ -22,8 +22,8 @@ FLEET = "fleet"
 NO_SITE = "-"
 _DIGITS = 3
 _SUMMED = ("nodes", "devices_total", "devices_allocated", "devices_reserved", "devices_free",
-           "devices_fragmented", "queued_tasks", "queued_devices", "cpu_total", "cpu_free",
-           "memory_total_gib", "memory_free_gib")
+           "devices_unschedulable", "devices_fragmented", "queued_tasks", "queued_devices",
+           "cpu_total", "cpu_free", "memory_total_gib", "memory_free_gib")
 
 Demand = dict[tuple[str, str], tuple[int, float]]   # (cluster, model) -> (tasks, devices)
 
@@ -39,7 +39,7 @@ def cluster_rows(
         rows.append(ReportRow(
             group=c.cluster, model=c.model, nodes=c.nodes, devices_total=c.devices_total,
             devices_allocated=c.devices_allocated, devices_reserved=c.devices_reserved,
-            devices_free=c.devices_free,
+            devices_free=c.devices_free, devices_unschedulable=c.devices_unschedulable,
             devices_fragmented=round(fragmented.get(c.cluster, {}).get(c.model, 0.0), _DIGITS),
             queued_tasks=tasks, queued_devices=round(devices, _DIGITS),
             cpu_total=c.cpu_total, cpu_free=c.cpu_free, memory_total_gib=c.memory_total_gib,

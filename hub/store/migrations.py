@@ -153,8 +153,9 @@ def _initial_schema(conn: Connection) -> None:
 
 
 def _capacity_demand(conn: Connection) -> None:
-    """Capacity samples also record fragmentation and queued demand (``hub.planning``)."""
-    for name in ("devices_fragmented", "queued_tasks", "queued_devices"):
+    """Capacity samples also record unschedulable and fragmented devices and queued demand
+    (``hub.planning.history``)."""
+    for name in ("devices_unschedulable", "devices_fragmented", "queued_tasks", "queued_devices"):
         conn.execute(sa.text(
             f"ALTER TABLE capacity_samples ADD COLUMN {name} FLOAT NOT NULL DEFAULT 0"))
 

@@ -34,6 +34,7 @@ class SampleRecord:
     devices_allocated: float = 0.0
     devices_reserved: float = 0.0
     devices_free: float = 0.0
+    devices_unschedulable: float = 0.0
     devices_fragmented: float = 0.0
     queued_tasks: float = 0.0
     queued_devices: float = 0.0

@@ -30,7 +30,7 @@ class KubeStandIn:
         self.events: list[tuple[int, str, str, dict[str, Any]]] = []
         self.requests: list[tuple[str, str]] = []
         self.rv = 100
-        self.cond = threading.Condition()
+        self.cond = threading.Condition(threading.RLock())
         self.closed = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -117,6 +117,37 @@ class KubeStandIn:
             }]
         self._record("pods", "MODIFIED", pod)
 
+    def delete_pod(self, ns: str, name: str, *, grace: int | None = None,
+                   disruption: tuple[str, str] | None = None) -> dict[str, Any]:
+        """Delete as the API server does: at once when unbound or with grace 0 (a force
+        delete), else mark it (``deletionTimestamp``) and let the kubelet stop it (exit 137,
+        phase Failed) before it goes. ``disruption`` = (reason, message) of the
+        ``DisruptionTarget`` condition the control plane sets when it deletes a pod itself."""
+        pod = self.pods[(ns, name)]
+        if disruption is not None:
+            pod["status"].setdefault("conditions", []).append(
+                {"type": "DisruptionTarget", "status": "True", "reason": disruption[0],
+                 "message": disruption[1]})
+        if grace == 0 or not pod["spec"].get("nodeName"):
+            del self.pods[(ns, name)]
+            self._record("pods", "DELETED", pod)
+            return copy.deepcopy(pod)
+        pod["metadata"]["deletionTimestamp"] = NOW
+        pod["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
+        self._record("pods", "MODIFIED", pod)
+        threading.Timer(0.05, self._kubelet_stops, args=(ns, name)).start()
+        return copy.deepcopy(pod)
+
+    def _kubelet_stops(self, ns: str, name: str) -> None:
+        with self.cond:
+            pod = self.pods.get((ns, name))
+            if pod is None:
+                return
+            if pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                self.set_phase(ns, name, "Failed", exit_code=137)
+            del self.pods[(ns, name)]
+            self._record("pods", "DELETED", pod)
+
     def pod_names(self, namespace: str = "fuyao-tasks") -> list[str]:
         return sorted(name for ns, name in self.pods if ns == namespace)
 
@@ -162,9 +193,8 @@ class KubeStandIn:
         if method == "DELETE" and name is not None:
             if (ns, name) not in self.pods:
                 return 404, _status(404, "NotFound", f'pods "{name}" not found')
-            pod = self.pods.pop((ns, name))
-            self._record("pods", "DELETED", pod)
-            return 200, copy.deepcopy(pod)
+            grace = (body or {}).get("gracePeriodSeconds")
+            return 200, self.delete_pod(ns, name, grace=grace)
         return 405, _status(405, "MethodNotAllowed", f"{method} not served")
 
     def watch_events(self, kind: str, since: int, timeout: float) -> Any:

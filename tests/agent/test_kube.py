@@ -412,3 +412,149 @@ async def test_unreachable_api_server_is_a_clear_error() -> None:
     backend = KubeBackend(client.ApiClient(client.Configuration(host="http://127.0.0.1:1")))
     with pytest.raises(Transient, match="cannot reach the Kubernetes API"):
         await backend.start(Recorder())
+
+
+# --- pods that stop for someone else's reasons ---------------------------------------------
+
+
+async def running_copy(backend: KubeBackend, rec: Recorder, standin: KubeStandIn) -> str:
+    await backend.place(place())
+    pod = replica_name("t-1", 1, 0)
+    standin.bind(NS, pod, "gpu-0")
+    standin.set_phase(NS, pod, "Running")
+    await rec.until(lambda: Phase.RUNNING in rec.phases())
+    return pod
+
+
+async def test_a_force_deleted_pod_fails_the_copy_and_a_resync_says_so(
+    kube: tuple[KubeBackend, Recorder], standin: KubeStandIn
+) -> None:
+    backend, rec = kube
+    pod = await running_copy(backend, rec, standin)
+    standin.delete_pod(NS, pod, grace=0)  # kubectl delete --force --grace-period=0
+    await rec.until(lambda: Phase.FAILED in rec.phases())
+    assert rec.phases().count(Phase.FAILED) == 1
+    (status,) = backend.tasks()  # what a full resync sends: not "running" any more
+    assert (status.phase, status.node) == (Phase.FAILED, "gpu-0")
+    assert status.reason == (f"pod {pod} was deleted (not by the Fuyao agent; "
+                             "the API does not say by whom)")
+
+
+async def test_a_deleted_pod_says_who_deleted_it_not_exit_137(
+    kube: tuple[KubeBackend, Recorder], standin: KubeStandIn
+) -> None:
+    backend, rec = kube
+    pod = await running_copy(backend, rec, standin)
+    standin.delete_pod(NS, pod, disruption=("EvictionByEvictionAPI",
+                                            "Eviction API: evicting"))
+    await rec.until(lambda: pod not in standin.pod_names())
+    await rec.until(lambda: Phase.FAILED in rec.phases())
+    await asyncio.sleep(0.1)
+    assert rec.phases().count(Phase.FAILED) == 1
+    assert backend.tasks()[0].reason == (
+        f"pod {pod} was deleted by EvictionByEvictionAPI: Eviction API: evicting")
+
+
+async def test_a_vanished_node_is_named(
+    kube: tuple[KubeBackend, Recorder], standin: KubeStandIn
+) -> None:
+    backend, rec = kube
+    pod = await running_copy(backend, rec, standin)
+    standin.remove_node("gpu-0")
+    await rec.until(lambda: "gpu-0" not in [n.name for n in backend.nodes()])
+    standin.delete_pod(NS, pod, grace=0, disruption=("DeletionByPodGC", "node gone"))
+    await rec.until(lambda: Phase.FAILED in rec.phases())
+    assert backend.tasks()[0].reason == (
+        f"node gpu-0 disappeared; its pod {pod} was deleted by DeletionByPodGC: node gone")
+
+
+async def test_cancel_is_not_reported_as_a_deletion_by_someone_else(
+    kube: tuple[KubeBackend, Recorder], standin: KubeStandIn
+) -> None:
+    backend, rec = kube
+    await running_copy(backend, rec, standin)
+    await backend.cancel("t-1", 1, "user asked")
+    await rec.until(lambda: standin.pod_names() == [])
+    await rec.until(lambda: Phase.CANCELLED in rec.phases())
+    assert Phase.FAILED not in rec.phases()
+
+
+async def test_finished_pods_are_deleted_after_the_configured_while(
+    standin: KubeStandIn
+) -> None:
+    backend = make_backend(standin, label_nodes=False, finished_pod_ttl=0.3)
+    rec = Recorder()
+    await backend.start(rec)
+    try:
+        pod = await running_copy(backend, rec, standin)
+        standin.set_phase(NS, pod, "Succeeded")
+        await rec.until(lambda: Phase.SUCCEEDED in rec.phases())
+        assert standin.pod_names() == [pod]  # kept a while, for logs
+        await rec.until(lambda: standin.pod_names() == [])
+        assert [t.phase for t in backend.tasks()] == [Phase.SUCCEEDED]
+        assert rec.phases() == [Phase.ACCEPTED, Phase.BOUND, Phase.RUNNING, Phase.SUCCEEDED]
+    finally:
+        await backend.stop()
+
+
+def test_the_hubs_model_pin_is_written_once() -> None:
+    # The hub sends the task's selector plus the model of its fit.
+    selector = parse_selector("fuyao.io/gpu-model >= A100, fuyao.io/gpu-model = A100, "
+                              "fuyao.io/gpu-model = A100")
+    pod = pod_manifests(command(str(selector), replicas=1), NS, selector=selector)[0]
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [expr("fuyao.io/gpu-model", "In", "A100")]}]
+    assert pod["metadata"]["annotations"]["fuyao.io/selector"] == (
+        "fuyao.io/gpu-model>=A100, fuyao.io/gpu-model=A100")
+
+
+def failed_pod(status: dict[str, Any], deleting: bool = False) -> Any:
+    meta: dict[str, Any] = {"name": "p"}
+    if deleting:
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    return v1("V1Pod", {"metadata": meta, "spec": {"nodeName": "n1", "containers": [
+        {"name": "task"}]}, "status": status})
+
+
+def container(state: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "task", "image": "registry/x:1", "imageID": "", "ready": False,
+            "restartCount": 0, "state": state}
+
+
+KILLED = {"terminated": {"exitCode": 137, "reason": "Error"}}
+STOPPED = {
+    "deleted, not exit 137": (failed_pod({"phase": "Failed", "containerStatuses": [
+        container(KILLED)]}, deleting=True),
+        "pod p was deleted (not by the Fuyao agent; the API does not say by whom)"),
+    "evicted": (failed_pod({"phase": "Failed", "reason": "Evicted",
+                            "message": "The node was low on resource: memory."}),
+                "pod p was evicted: The node was low on resource: memory."),
+    "preempted": (failed_pod({"phase": "Failed", "containerStatuses": [container(KILLED)],
+                              "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                              "reason": "PreemptionByScheduler",
+                                              "message": "default-scheduler: preempting"}]}),
+                  "pod p was stopped by PreemptionByScheduler: default-scheduler: preempting"),
+    "oom": (failed_pod({"phase": "Failed", "containerStatuses": [container(
+        {"terminated": {"exitCode": 137, "reason": "OOMKilled"}})]}),
+        "container task was killed for running out of memory (OOMKilled)"),
+    "image pull back-off": (failed_pod({"phase": "Pending", "containerStatuses": [container(
+        {"waiting": {"reason": "ImagePullBackOff",
+                     "message": 'Back-off pulling image "registry/x:1"'}})]}),
+        'image pull failed for container task (ImagePullBackOff): '
+        'Back-off pulling image "registry/x:1"'),
+    "invalid image name": (failed_pod({"phase": "Pending", "containerStatuses": [container(
+        {"waiting": {"reason": "InvalidImageName"}})]}),
+        "image pull failed for container task (InvalidImageName): registry/x:1"),
+    "first pull error still retried": (failed_pod({"phase": "Pending", "containerStatuses": [
+        container({"waiting": {"reason": "ErrImagePull"}})]}), None),
+}
+
+
+@pytest.mark.parametrize(("pod", "reason"), STOPPED.values(), ids=STOPPED)
+def test_why_a_pod_stopped(pod: Any, reason: str | None) -> None:
+    phase, _, got = copy_phase([pod], 1)
+    if reason is None:
+        assert phase is Phase.BOUND
+    else:
+        assert (phase, got) == (Phase.FAILED, reason)

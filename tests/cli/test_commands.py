@@ -237,8 +237,8 @@ def test_wait(script: list[str], goal: str, code: int, output: str, run: Run,
 def test_capacity_table(run: Run, fleet: FakeHub) -> None:
     lines = run("capacity").stdout.splitlines()
     assert lines[0].split() == ["CLUSTER", "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE",
-                                "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE", "N-1"]
-    assert lines[1].split() == ["east", "H100", "4", "32", "8", "3.2", "20.8", "0", "0",
+                                "UNSCHED", "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE", "N-1"]
+    assert lines[1].split() == ["east", "H100", "4", "32", "8", "3.2", "20.8", "0", "0", "0",
                                 "735.2", "6544", "-"]
     assert lines[2].split()[:7] == ["west", "T4", "2", "8", "0.5", "0.8", "6.7"]
 

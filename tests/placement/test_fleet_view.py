@@ -195,6 +195,7 @@ def test_capacity_rows() -> None:
         "cpu_total": 100.0, "cpu_allocated": 50.0, "cpu_reserved": 10.0, "cpu_free": 40.0,
         "memory_total_gib": 1000.0, "memory_allocated_gib": 500.0,
         "memory_reserved_gib": 100.0, "memory_free_gib": 400.0,
+        "devices_unschedulable": 0.0, "cpu_unschedulable": 0.0, "memory_unschedulable_gib": 0.0,
     }
     none = row(fleet, "b", "none")
     assert (none.nodes, none.devices_total, none.cpu_total, none.cpu_free) == (1, 0, 10, 9)
@@ -208,6 +209,20 @@ def test_free_never_goes_below_zero() -> None:
                      headroom=0.5)
     cap = row(fleet, "c1", "A100")
     assert (cap.devices_free, cap.cpu_free, cap.memory_free_gib) == (0, 0, 256)
+
+
+def test_cordoned_and_not_ready_nodes_are_in_the_total_but_never_free() -> None:
+    # The field report: one cordoned 8-GPU node among two schedulable ones.
+    fleet = fleet_of({"c1": [node("n1", "A100", 8), node("n2", "A100", 8),
+                             node("n3", "A100", 8, unschedulable=True,
+                                  free_milli=[0, 0] + [1000] * 6)]}, headroom=0.1)
+    cap = row(fleet, "c1", "A100")
+    assert (cap.devices_total, cap.devices_allocated, cap.devices_reserved, cap.devices_free,
+            cap.devices_unschedulable) == (24, 2, 1.6, 14.4, 6)
+    assert fleet.summary("c1") == {"nodes": 3, "A100": 24}
+    assert fleet.unschedulable_devices("c1") == {"A100": 8}
+    c1 = fleet.cluster("c1")
+    assert c1 is not None and c1.device_milli("A100") == (16_000, 0)   # the headroom base
 
 
 def test_summary() -> None:

@@ -46,6 +46,7 @@ from member_agent.backends.base import (
     TaskStatus,
     now_ms,
 )
+from member_agent.backends.kube import reasons
 from member_agent.backends.kube.convert import (
     DERIVED_ANNOTATION,
     GENERATION_LABEL,
@@ -76,6 +77,7 @@ class KubeBackend:
         label_nodes: bool = True,
         watch_timeout: int = 300,
         retry_seconds: float = 2.0,
+        finished_pod_ttl: float = 600.0,
     ) -> None:
         self._core = client.CoreV1Api(api)
         self.namespace = namespace
@@ -96,10 +98,15 @@ class KubeBackend:
         self._threads: list[threading.Thread] = []
         self._watches: list[watch.Watch] = []
         self._patching: dict[str, dict[str, Any]] = {}
+        self._finished_pod_ttl = finished_pod_ttl
+        self._last_pod: dict[CopyKey, Any] = {}   # the last pod of a copy seen deleted
+        self._gone_nodes: set[str] = set()
+        self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod
     def from_kubeconfig(
-        cls, path: Path | None, *, namespace: str, label_nodes: bool = True
+        cls, path: Path | None, *, namespace: str, label_nodes: bool = True,
+        finished_pod_ttl: float = 600.0,
     ) -> KubeBackend:
         """Client from a kubeconfig file, else in-cluster config, else ``~/.kube/config``."""
         try:
@@ -112,7 +119,8 @@ class KubeBackend:
                     config.load_kube_config()  # type: ignore[no-untyped-call]
         except (config.ConfigException, OSError) as exc:
             raise InvalidInput(f"cannot load Kubernetes credentials: {exc}") from exc
-        return cls(client.ApiClient(), namespace=namespace, label_nodes=label_nodes)
+        return cls(client.ApiClient(), namespace=namespace, label_nodes=label_nodes,
+                   finished_pod_ttl=finished_pod_ttl)
 
     def cluster_labels(self) -> dict[str, str]:
         """None of its own: cluster labels come from ``--cluster-label``."""
@@ -139,10 +147,15 @@ class KubeBackend:
             )
             thread.start()
             self._threads.append(thread)
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name="kube-finished-pods")
 
     async def stop(self) -> None:
         """Stop the watches (pods keep running); gives up on a stuck thread after a second."""
         self._stopping.set()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         deadline = time.monotonic() + 1.0
         while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
             for w in list(self._watches):
@@ -229,10 +242,12 @@ class KubeBackend:
     def _apply_node(self, event_type: str, node: Any) -> None:
         name = node.metadata.name
         if event_type == "DELETED":
+            self._gone_nodes.add(name)
             self._nodes.pop(name, None)
             if self._views.pop(name, None) is not None:
                 self._sink(NodesChanged(removed=(name,)))
             return
+        self._gone_nodes.discard(name)
         self._nodes[name] = node
         self._refresh_nodes({name})
 
@@ -247,6 +262,8 @@ class KubeBackend:
             self._copy_pods.setdefault(copy, set()).discard(pod_key)
         if event_type != "DELETED":
             self._index(pod)
+        elif copy is not None:
+            self._last_pod[copy] = pod
         self._refresh_nodes(touched)
         if copy is not None:
             self._refresh_copy(copy)
@@ -300,21 +317,34 @@ class KubeBackend:
 
     def _refresh_copy(self, key: CopyKey) -> None:
         pods = [self._pods[k] for k in sorted(self._copy_pods.get(key, ()))]
+        previous = self._reported.get(key)
         if not pods:
             self._copy_pods.pop(key, None)
+            last = self._last_pod.pop(key, None)
             if key in self._cancelling:
                 self._finish_cancel(key)
+            elif previous is not None and not previous.phase.terminal:
+                self._vanished(key, previous, last)
             return
+        if key in self._cancelling or (previous is not None and previous.phase.terminal):
+            return  # our own deletion in progress, or already decided
         replicas = int(pods[0].metadata.labels.get(REPLICAS_LABEL, "1"))
         phase, node, reason = copy_phase(pods, replicas)
-        previous = self._reported.get(key)
-        if previous is not None and previous.phase.terminal:
-            return
         if previous is not None and (previous.phase, previous.node) == (phase, node):
             return
         if phase is Phase.RUNNING and (previous is None or previous.phase is not Phase.BOUND):
             self._report(key, Phase.BOUND, node=node)
         self._report(key, phase, node=node, reason=reason)
+
+    def _vanished(self, key: CopyKey, previous: TaskStatus, last: Any) -> None:
+        """A live copy's pods are gone and the agent did not delete them: say so, once."""
+        if last is None:
+            reason = "the copy's pods are gone (deleted while the agent was not watching)"
+        else:
+            node = _node_of(last)
+            gone = bool(node) and (node in self._gone_nodes or node not in self._nodes)
+            reason = reasons.deleted(last, node_gone=gone)
+        self._report(key, Phase.FAILED, node=previous.node, reason=reason)
 
     def _finish_cancel(self, key: CopyKey) -> None:
         reason = self._cancelling.pop(key)
@@ -339,6 +369,28 @@ class KubeBackend:
             for key, value in view.labels.items():
                 values.setdefault(key, set()).add(value)
         return values
+
+    # --- finished pods ------------------------------------------------------------------
+
+    async def _sweep_loop(self) -> None:
+        """Delete the pods of finished copies once ``finished_pod_ttl`` has passed."""
+        period = min(30.0, max(0.05, self._finished_pod_ttl / 4))
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.sweep_finished()
+            except Exception:
+                log.exception("cleaning up finished pods failed")
+
+    async def sweep_finished(self) -> None:
+        """Delete the pods of copies that finished more than ``finished_pod_ttl`` ago.
+
+        Kept that long for ``kubectl logs``; the copy's final status stays reported.
+        """
+        cutoff = time.monotonic() - self._finished_pod_ttl
+        for key in sorted(k for k, at in self._finished_at.items() if at <= cutoff):
+            if self._copy_pods.get(key):
+                await self._delete_pods(key)
 
     # --- API calls ----------------------------------------------------------------------
 

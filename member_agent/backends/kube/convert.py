@@ -18,6 +18,7 @@ from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.labels import GPU_RESOURCE, NPU_RESOURCES
 from fuyao.quantity import parse_count, parse_cpu_milli, parse_memory_mib
 from member_agent.backends.base import Phase
+from member_agent.backends.kube import reasons
 from member_agent.backends.nodes import build_node
 
 TASK_ID_LABEL = "fuyao.io/task-id"
@@ -116,10 +117,20 @@ def _taken(device: DeviceInfo) -> DeviceInfo:
 
 
 def copy_phase(pods: list[Any], replicas: int) -> tuple[Phase, str, str]:
-    """(phase, node(s), reason) of one task copy from its replica pods."""
+    """(phase, node(s), reason) of one task copy from its replica pods.
+
+    The caller leaves out copies the agent is deleting itself (cancel, clean-up, rollback):
+    here a pod being deleted was deleted by someone else.
+    """
     failed = [p for p in pods if p.status and p.status.phase == "Failed"]
     if failed:
-        return Phase.FAILED, _nodes(pods), _pod_reason(failed[0])
+        return Phase.FAILED, _nodes(pods), reasons.failed(failed[0])
+    for pod in pods:
+        if pod.metadata.deletion_timestamp is not None:
+            return Phase.FAILED, _nodes(pods), reasons.deleted(pod)
+        why = reasons.stuck(pod)
+        if why:
+            return Phase.FAILED, _nodes(pods), why
     if len(pods) >= replicas and all(p.status and p.status.phase == "Succeeded" for p in pods):
         return Phase.SUCCEEDED, _nodes(pods), ""
     if len(pods) >= replicas and all(p.spec.node_name for p in pods):
@@ -135,13 +146,3 @@ def copy_phase(pods: list[Any], replicas: int) -> tuple[Phase, str, str]:
 
 def _nodes(pods: Iterable[Any]) -> str:
     return ",".join(sorted({p.spec.node_name for p in pods if p.spec and p.spec.node_name}))
-
-
-def _pod_reason(pod: Any) -> str:
-    status = pod.status
-    for container in status.container_statuses or []:
-        terminated = container.state.terminated if container.state else None
-        if terminated is not None and terminated.exit_code:
-            detail = terminated.message or terminated.reason or "Error"
-            return f"container {container.name} exited {terminated.exit_code}: {detail}"
-    return status.message or status.reason or "pod failed"

@@ -97,7 +97,7 @@ def pod_manifests(
         TASK_ID_ANNOTATION: command.task_id,
         "fuyao.io/task-name": command.name,
         "fuyao.io/priority": str(workload.priority),
-        "fuyao.io/selector": workload.selector,
+        "fuyao.io/selector": selector_text(selector),
     }
     return [
         {
@@ -121,11 +121,44 @@ def node_affinity(
     catalog: Catalog = DEFAULT_CATALOG,
 ) -> dict[str, Any] | None:
     """``requiredDuringSchedulingIgnoredDuringExecution`` for a selector; None if it is empty."""
-    expressions = [e for r in selector.requirements for e in _expressions(r, node_values, catalog)]
+    expressions = _merged(
+        [e for r in selector.requirements for e in _expressions(r, node_values, catalog)])
     if not expressions:
         return None
     term = {"matchExpressions": expressions}
     return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+def _merged(expressions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One ``In`` per key (the intersection) and no repeated expression, in first-seen order.
+
+    The hub pins the model of its fit (``gpu-model = A100``) next to the task's own
+    ``gpu-model >= A100``: the pod carries that once, as ``In [A100]``.
+    """
+    out: list[dict[str, Any]] = []
+    ins: dict[str, dict[str, Any]] = {}
+    for expression in expressions:
+        key = expression["key"]
+        if expression["operator"] == "In" and key in ins:
+            kept = [v for v in ins[key]["values"] if v in expression["values"]]
+            ins[key]["values"] = kept or [NO_MATCH]
+            continue
+        if expression in out:
+            continue
+        expression = dict(expression)
+        if expression["operator"] == "In":
+            ins[key] = expression
+        out.append(expression)
+    return out
+
+
+def selector_text(selector: Selector) -> str:
+    """The selector's canonical text with each requirement once (the pod annotation)."""
+    seen: list[str] = []
+    for requirement in selector.requirements:
+        if str(requirement) not in seen:
+            seen.append(str(requirement))
+    return ", ".join(seen)
 
 
 def _expressions(
