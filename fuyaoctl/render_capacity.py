@@ -53,7 +53,7 @@ class CapacityRenderer(Renderer):
         if not report.rows and not report.fleet:
             self._print("No capacity reported yet (no cluster has an agent connected).")
             return
-        by = report.by.upper()
+        by = "FLEET" if report.by == "model" else report.by.upper()
         columns = [by, "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "UNSCHED", "FRAG",
                    "QUEUED", "CPU-FREE", "MEM-FREE"]
         if report.by == "cluster":
@@ -71,7 +71,8 @@ class CapacityRenderer(Renderer):
         shapes = ", ".join(f"{s.gpu}x{s.gpu_model or 'any'} ({s.weight:g})"
                            for s in report.shapes)
         verdict = "safe" if report.n1_safe else "NOT safe (fuyaoctl capacity n-1)"
-        self._print(table, "", fleet, "",
+        tables = (table,) if report.by == "model" else (table, "", fleet)
+        self._print(*tables, "",
                     f"FRAG: free devices no common task shape can use (FGD), shapes from "
                     f"{report.shapes_from}: {shapes}",
                     "QUEUED: devices queued tasks could use here; RSVD is the failover "
