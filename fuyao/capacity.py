@@ -7,10 +7,11 @@ copy of its fleet view and serves them under ``/api/v1/capacity/...``; the SDK
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fuyao.spec import Quantity, TaskSpec
 
@@ -23,8 +24,9 @@ GroupBy = Literal["cluster", "model", "site", "queue"]
 class FitRequest(BaseModel):
     """A task shape to count: how many more of it would fit right now.
 
-    Either ``profile`` (a ComputeProfile) or the explicit requests; the fields mean what they
-    mean in a task spec. ``limit`` bounds the count (the answer says when it was reached).
+    A ComputeProfile (``profile``) and/or explicit requests, which override the profile's;
+    the fields mean what they mean in a task spec. ``limit`` bounds the count (the answer
+    says when it was reached).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -42,13 +44,10 @@ class FitRequest(BaseModel):
     limit: int = Field(default=FIT_LIMIT_DEFAULT, ge=1, le=FIT_LIMIT_MAX)
 
     def task_spec(self) -> TaskSpec:
-        """The same requests as a task spec (validates quantities and the selector)."""
-        return TaskSpec(
-            name="capacity-fit", gpu=self.gpu, gpu_model=self.gpu_model,
-            gpu_memory=self.gpu_memory, cpu=self.cpu, memory=self.memory,
-            selector=self.selector, replicas=self.replicas, queue=self.queue,
-            priority=self.priority,
-        )
+        """The same requests as a task spec, with only the fields given set (so a profile's
+        template fills the rest); validates quantities and the selector."""
+        given = self.model_dump(include=self.model_fields_set - {"limit"})
+        return TaskSpec.model_validate({"name": "capacity-fit", **given})
 
     @field_validator("queue")
     @classmethod
@@ -56,6 +55,11 @@ class FitRequest(BaseModel):
         from fuyao.spec import check_name
 
         return check_name(value, "queue")
+
+    @model_validator(mode="after")
+    def _as_task(self) -> FitRequest:
+        _check(self.task_spec)
+        return self
 
 
 class FitAnswer(BaseModel):
@@ -113,6 +117,21 @@ class Shape(BaseModel):
         return TaskSpec(name="shape", gpu=self.gpu, gpu_model=self.gpu_model,
                         gpu_memory=self.gpu_memory, cpu=self.cpu, memory=self.memory,
                         selector=self.selector)
+
+    @model_validator(mode="after")
+    def _as_task(self) -> Shape:
+        _check(self.task_spec)
+        return self
+
+
+def _check(build: Callable[[], TaskSpec]) -> None:
+    """Validate as a task spec: its problems as one ValueError naming each field."""
+    try:
+        build()
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc']) or 'selector'}: "
+                    f"{str(e['msg']).removeprefix('Value error, ')}" for e in exc.errors()]
+        raise ValueError("; ".join(problems)) from exc
 
 
 class ReportRow(BaseModel):

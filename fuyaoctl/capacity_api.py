@@ -55,7 +55,7 @@ class CapacityApi:
         """How many more tasks of a shape fit now: ``capacity_fit(gpu=8, gpu_model="H100")``."""
         req = validate_model(FitRequest, request if request is not None else fields,
                              what="capacity fit")
-        body = req.model_dump(mode="json", exclude_defaults=True)
+        body = req.model_dump(mode="json", include=req.model_fields_set)
         return self._parse(_FIT, self._call("POST", "/capacity/fit", body=body))
 
     def capacity_n_minus_one(self) -> NMinusOne:

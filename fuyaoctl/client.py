@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from fuyao.computeprofile import ComputeProfile, ProfileView, parse_profile
 from fuyao.errors import (
     ERRORS_BY_CODE,
     ERRORS_BY_STATUS,
@@ -35,6 +36,7 @@ from fuyao.errors import (
     InvalidInput,
     Transient,
 )
+from fuyao.insight import DryRunView, ExplainView
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -48,6 +50,7 @@ from fuyao.spec import (
     TaskView,
 )
 from fuyaoctl.capacity_api import CapacityApi
+from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
 
 DEFAULT_HUB: Final = "http://127.0.0.1:8848"
@@ -65,6 +68,10 @@ _CLUSTER = TypeAdapter(ClusterView)
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
+_DRY_RUN = TypeAdapter(DryRunView)
+_PROFILE = TypeAdapter(ProfileView)
+_PROFILES = TypeAdapter(list[ProfileView])
+_EXPLAIN = TypeAdapter(ExplainView)
 
 
 def normalize_hub(url: str) -> str:
@@ -90,7 +97,7 @@ def task_state(value: TaskState | str) -> TaskState:
     raise InvalidInput(f"task state {value!r} is not one of {names}")
 
 
-class Client(CapacityApi):
+class Client(QueueCalls, CapacityApi):
     """A connection to one hub: typed methods over its REST API."""
 
     def __init__(
@@ -184,6 +191,16 @@ class Client(CapacityApi):
         body = {"tasks": [t.model_dump(mode="json", exclude_unset=True) for t in batch.tasks]}
         return self._parse(_TASKS, self._call("POST", "/tasks:batch", body=body))
 
+    def dry_run(self, spec: TaskSpec | Mapping[str, Any]) -> DryRunView:
+        """Where the hub would place a task now, or why nowhere; stores nothing."""
+        task = validate_model(TaskSpec, spec, what=f"task {_name_of(spec)}")
+        body = task.model_dump(mode="json", exclude_unset=True)
+        return self._parse(_DRY_RUN, self._call("POST", "/tasks:dry-run", body=body))
+
+    def explain_task(self, name: str) -> ExplainView:
+        """Why a task waits: reason histogram, queue state, scores and the nearest fit."""
+        return self._parse(_EXPLAIN, self._call("GET", f"/tasks/{_seg(name)}/explain"))
+
     def list_tasks(
         self, *, state: TaskState | str | None = None, cluster: str | None = None
     ) -> list[TaskView]:
@@ -235,6 +252,28 @@ class Client(CapacityApi):
                 )
             time.sleep(min(interval, remaining))
 
+    # -- profiles ----------------------------------------------------------------------------
+
+    def apply_profile(self, profile: ComputeProfile | Mapping[str, Any]) -> ProfileView:
+        """Create or update a ComputeProfile (checked here first); its version moves by one
+        when the content changed."""
+        checked = profile if isinstance(profile, ComputeProfile) else parse_profile(profile)
+        body = checked.model_dump(mode="json")
+        return self._parse(_PROFILE, self._call("PUT", f"/profiles/{_seg(checked.name)}",
+                                                body=body))
+
+    def list_profiles(self) -> list[ProfileView]:
+        """Every ComputeProfile."""
+        return self._parse(_PROFILES, self._call("GET", "/profiles"))
+
+    def get_profile(self, name: str) -> ProfileView:
+        """One ComputeProfile, with the queued tasks that use it."""
+        return self._parse(_PROFILE, self._call("GET", f"/profiles/{_seg(name)}"))
+
+    def delete_profile(self, name: str) -> dict[str, Any]:
+        """Delete a ComputeProfile; Conflict naming the queued tasks that still use it."""
+        return self._parse(_OBJECT, self._call("DELETE", f"/profiles/{_seg(name)}"))
+
     # -- fleet -------------------------------------------------------------------------------
 
     def capacity(self, cluster: str | None = None) -> list[CapacityRow]:
@@ -245,6 +284,10 @@ class Client(CapacityApi):
     def audit_log(self, limit: int = 100) -> list[AuditEntry]:
         """The newest ``limit`` audited mutations, newest first."""
         return self._parse(_AUDIT, self._call("GET", "/audit", params={"limit": str(limit)}))
+
+    def hub_status(self) -> dict[str, Any]:
+        """The hub replicas on this store: ``{"leader", "epoch", "replicas": [...]}``."""
+        return self._parse(_OBJECT, self._call("GET", "/hub/status"))
 
     def health(self) -> dict[str, Any]:
         """The hub's ``/healthz`` answer, ``{"status": "ok"}`` when it is up."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +52,7 @@ class TaskBook:
         self.fleet = fleet
         self.active: dict[str, ActiveTask] = {}
         self._by_name: dict[str, str] = {}
+        self.on_end: list[Callable[[ActiveTask], None]] = []   # called once a task ended
 
     # -- start ------------------------------------------------------------------------------
 
@@ -61,6 +62,11 @@ class TaskBook:
         for rec in await self.writer.read(self.writer.store.list_tasks, states=states):
             self._add(ActiveTask.from_record(rec))
         return len(self.active)
+
+    def reset(self) -> None:
+        """Forget every active task (before ``load`` replaces a standby's read cache)."""
+        for task in list(self.active.values()):
+            self._drop(task)
 
     def _add(self, task: ActiveTask) -> None:
         self.active[task.id] = task
@@ -121,8 +127,11 @@ class TaskBook:
         self,
         placed: Sequence[tuple[ActiveTask, PlacementResult]],
         waiting: Sequence[tuple[ActiveTask, PlacementResult]],
+        held: Sequence[tuple[ActiveTask, str]] = (),
     ) -> list[Command]:
         """Persist one placement cycle in a single commit; returns the PlaceTask commands.
+
+        ``held``: tasks a queue quota holds back, with the quota's message.
 
         The placed tasks' resources were reserved in the fleet view by the caller; if the
         commit fails they are released and the tasks stay Queued.
@@ -168,6 +177,12 @@ class TaskBook:
             task.updated_at = now
             updates.append(task_update(task, "reasons", "scores", "message", "updated_at"))
             events.append(EventRecord(task.id, now, "Pending", message))
+        for task, message in held:
+            if message == task.message:
+                continue
+            task.reasons, task.scores, task.message, task.updated_at = {}, [], message, now
+            updates.append(task_update(task, "reasons", "scores", "message", "updated_at"))
+            events.append(EventRecord(task.id, now, "Held", message))
         if not updates:
             return commands
         try:
@@ -242,8 +257,10 @@ class TaskBook:
     # -- failover and spill-over -----------------------------------------------------------------
 
     async def requeue(self, task: ActiveTask, reason: str, *, failover: bool,
-                      avoid: str | None = None) -> list[Command]:
-        """Back to Queued (the next placement gets a new generation); cancels the old copy.
+                      avoid: str | None = None, kind: str = "Requeued",
+                      grace: int = 0) -> list[Command]:
+        """Back to Queued (the next placement gets a new generation); cancels the old copy
+        (``grace``: seconds the member gives it to stop; ``kind``: the event's kind).
 
         A task already ending is left alone. If the write fails the task stays as it was
         and the error is raised: what asked for the re-queue asks again (the next tick, the
@@ -253,7 +270,8 @@ class TaskBook:
         if task.state.terminal:
             return commands
         if task.cluster is not None:
-            commands.append(cancel_command(task.cluster, task.id, task.generation, reason))
+            commands.append(cancel_command(task.cluster, task.id, task.generation, reason,
+                                           grace))
         snap = snapshot(task)
         task.state = TaskState.QUEUED
         task.cluster = None
@@ -264,7 +282,7 @@ class TaskBook:
         task.message = reason
         task.saving = True
         try:
-            await self._save(task, utcnow(), "Requeued", reason, "state", "cluster", "node",
+            await self._save(task, utcnow(), kind, reason, "state", "cluster", "node",
                              "message")
         except Exception:
             if task.state == TaskState.QUEUED:    # not cancelled meanwhile
@@ -358,6 +376,19 @@ class TaskBook:
                 restore(task, snap)
             raise
         self._drop(task)
+        for hook in self.on_end:
+            hook(task)
+
+    async def fail_waiting(self, task: ActiveTask, kind: str, message: str) -> None:
+        """Fail a Queued task that can never run (e.g. a dependency failed); no-op otherwise."""
+        if task.state == TaskState.QUEUED and not task.saving:
+            await self._finish(task, TaskState.FAILED, kind, message)
+
+    async def note(self, task: ActiveTask, kind: str, message: str) -> None:
+        """Say why a Queued task waits (timeline event only when the message changes)."""
+        if message != task.message:
+            task.message = message
+            await self._save(task, utcnow(), kind, message, "message", durable=False)
 
     async def _event(self, task: ActiveTask, kind: str, message: str) -> None:
         self.writer.enqueue(events=[EventRecord(task.id, utcnow(), kind, message,

@@ -64,33 +64,26 @@ def capacity(ctx: click.Context, by: str, cluster: str | None, shapes_file: Path
 
 
 @capacity.command("fit")
-@click.option("--profile", metavar="NAME", help="A ComputeProfile instead of the flags below.")
-@click.option("--gpu", default="0", show_default=True, help="GPUs per replica (0.5: a share).")
+@click.option("--profile", metavar="NAME", help="A ComputeProfile; the flags below override it.")
+@click.option("--gpu", help="GPUs per replica (0.5: a share). Default 0.")
 @click.option("--gpu-model", metavar="EXPR", help="A100, A100|H100 or >=A100.")
 @click.option("--gpu-memory", metavar="QTY", help="Minimum memory per device, e.g. 40Gi.")
-@click.option("--cpu", default="1", show_default=True, help="CPU per replica.")
-@click.option("--memory", default="1Gi", show_default=True, help="Memory per replica.")
+@click.option("--cpu", help="CPU per replica. Default 1.")
+@click.option("--memory", help="Memory per replica. Default 1Gi.")
 @click.option("--selector", metavar="EXPR", help="Node selector expression.")
-@click.option("--replicas", type=click.IntRange(1, 10_000), default=1, show_default=True)
-@click.option("--queue", default="default", show_default=True,
-              help="Queue whose quota counts (once queues carry quotas).")
-@click.option("--priority", type=int, default=0, show_default=True,
+@click.option("--replicas", type=click.IntRange(1, 10_000), help="Replicas per task. Default 1.")
+@click.option("--queue", help="Queue whose quota bounds the count. Default: default.")
+@click.option("--priority", type=int,
               help="At or above the hub's headroom priority, the reserve may be used.")
 @click.option("--limit", type=click.IntRange(1, FIT_LIMIT_MAX), default=FIT_LIMIT_DEFAULT,
               show_default=True, help="Stop counting here.")
 @output_option
 @click.pass_obj
-def fit(app: AppContext, profile: str | None, gpu: str, gpu_model: str | None,
-        gpu_memory: str | None, cpu: str, memory: str, selector: str | None, replicas: int,
-        queue: str, priority: int, limit: int) -> None:
-    """How many more such tasks fit right now, per cluster and in total."""
-    fields: dict[str, Any] = {"gpu": gpu, "gpu_model": gpu_model, "gpu_memory": gpu_memory,
-                              "cpu": cpu, "memory": memory, "selector": selector,
-                              "replicas": replicas, "queue": queue, "priority": priority,
-                              "limit": limit}
-    if profile is not None:
-        fields["profile"] = profile
-    _renderer(app).capacity_fit(app.client().capacity_fit(fields))
+def fit(app: AppContext, /, limit: int, **given: Any) -> None:
+    """How many more such tasks fit right now, per cluster and in total (the flags given
+    override the profile's)."""
+    fields = {name: value for name, value in given.items() if value is not None}
+    _renderer(app).capacity_fit(app.client().capacity_fit({**fields, "limit": limit}))
 
 
 @capacity.command("n-1")

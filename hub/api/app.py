@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, planning, tasks
+from hub.api import audit, capacity, clusters, explain, ha, planning, profiles, queues, tasks
 from hub.core import Hub
 from hub.ui import router as ui_router
 
@@ -28,6 +28,8 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         message = str(err.get("msg", "")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            message = "unknown field"
         details.append({"field": loc, "message": message})
     return details
 
@@ -41,11 +43,15 @@ def create_app(hub: Hub) -> FastAPI:
     )
     app.state.hub = hub
     app.include_router(clusters.router)
+    app.include_router(explain.router)
+    app.include_router(profiles.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)
+    app.include_router(queues.router)
     app.include_router(planning.router)
     app.include_router(ui_router)
+    ha.install(app, hub)
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:
@@ -77,8 +83,11 @@ def create_health_app(hub: Hub) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ready = bool(hub.started)
-        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+        # A standby is ready: it serves reads and answers writes with the leader's address.
+        role = "leader" if hub.ha.leading else "standby"
+        ready = bool(hub.started) or (role == "standby" and hub.ha.lost is None)
+        return JSONResponse({"ready": ready, "role": role},
+                            status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -32,13 +32,13 @@ from hub.planning.report import (
     site_of,
 )
 
-ProfileLookup = Callable[[FitRequest], TaskSpec]
-"""ComputeProfile name (in the request) -> the task spec to count; NotFound if unknown."""
+ProfileLookup = Callable[[TaskSpec], TaskSpec]
+"""A spec naming a ComputeProfile -> the spec built from it (an error if it is unknown)."""
 
 
-def no_profiles(req: FitRequest) -> TaskSpec:
-    """The lookup until ComputeProfiles exist: every name is unknown."""
-    raise NotFound(f"compute profile {req.profile!r} not found (no ComputeProfiles are "
+def no_profiles(spec: TaskSpec) -> TaskSpec:
+    """The lookup when the hub has no ComputeProfiles: every name is unknown."""
+    raise NotFound(f"compute profile {spec.profile!r} not found (no ComputeProfiles are "
                    f"defined on this hub); give --gpu/--cpu/--memory instead")
 
 
@@ -56,7 +56,9 @@ class Planner:
 
     def fit(self, req: FitRequest) -> FitAnswer:
         """How many more tasks like ``req`` fit now."""
-        spec = self.profiles(req) if req.profile else req.task_spec()
+        spec = req.task_spec()
+        if spec.profile is not None:
+            spec = self.profiles(spec)
         return count_fit(self.fleet, self.profile, spec, limit=req.limit,
                          headroom_priority=self.headroom_priority, quota=self.quota)
 

@@ -39,7 +39,7 @@ def _add_sla_column(conn: Connection) -> None:
 
 def test_a_database_at_an_older_version_is_upgraded(empty_url: str) -> None:
     old = Store(empty_url)
-    assert old.migrate() == LATEST_VERSION
+    assert old.migrate(MIGRATIONS[:1]) == 1
     old.add_tasks([task("a")], [])
     old.close()
     upgraded = [*MIGRATIONS, Migration(LATEST_VERSION + 1, "task sla", _add_sla_column)]
