@@ -4,7 +4,8 @@ Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu
 (H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
 example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
-``fuyaoctl cluster list``, ``task list`` and ``capacity``. ``--keep`` leaves it running.
+``fuyaoctl cluster list``, ``task list``, ``capacity``, ``capacity fit`` and ``capacity n-1``,
+and the web view's URL. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -94,10 +95,13 @@ def main() -> int:
         fuyaoctl(stack, "task", "list")
         fuyaoctl(stack, "task", "describe", "too-big")
         fuyaoctl(stack, "capacity")
+        fuyaoctl(stack, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
+        fuyaoctl(stack, "capacity", "n-1")
         fuyaoctl(stack, "auth", "token", "create", "ci-bot", "--role", "submitter",
                  "--queue", "default", "--expires", "30d")
         fuyaoctl(stack, "audit", "--limit", "5")
         fuyaoctl(stack, "cluster", "list")
+        print(f"\nWeb view: {stack.url}/ui", flush=True)
         if args.keep:
             print(f"\nStill running (FUYAO_HUB={stack.url} FUYAO_TOKEN=$(cat "
                   f"{stack.admin_token_file})); Ctrl-C to stop.", flush=True)

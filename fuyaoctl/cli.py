@@ -21,12 +21,14 @@ from fuyao.quantity import parse_duration
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import auth as auth_commands
+from fuyaoctl.commands import capacity as capacity_commands
 from fuyaoctl.commands import cluster_token, explain, profile
 from fuyaoctl.commands import config as config_commands
 from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.config import Config
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
+from fuyaoctl.render_capacity import n1_warning
 from fuyaoctl.render_insight import InsightRenderer
 from fuyaoctl.taskfile import read_task_file
 
@@ -103,8 +105,13 @@ def cluster_join(app: AppContext, name: str, labels: dict[str, str], weight: int
 @output_option
 @click.pass_obj
 def cluster_list(app: AppContext) -> None:
-    """List member clusters."""
-    app.render().clusters(app.client().list_clusters())
+    """List member clusters (and a warning when the fleet is not N-1 safe)."""
+    views = app.client().list_clusters()
+    app.render().clusters(views)
+    if views and app.output == "table":
+        warning = n1_warning(app.client().capacity_n_minus_one())
+        if warning:
+            click.echo(warning)
 
 
 @cluster.command("describe")
@@ -292,15 +299,6 @@ def task_wait(app: AppContext, name: str, goal: str, timeout: float, interval: f
 # -- fleet -----------------------------------------------------------------------------------
 
 
-@cli.command("capacity")
-@click.option("--cluster", metavar="NAME", help="Only this cluster.")
-@output_option
-@click.pass_obj
-def capacity(app: AppContext, cluster: str | None) -> None:
-    """Devices, CPU and memory per cluster and GPU model: total, allocated, reserved, free."""
-    app.render().capacity(app.client().capacity(cluster))
-
-
 def _since(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``--since``: a duration back from now (1h, 2d) or an ISO time."""
     if value is None:
@@ -345,6 +343,7 @@ task.add_command(explain.task_explain)
 cli.add_command(profile.profile)
 cli.add_command(queue_commands.queue)
 
+cli.add_command(capacity_commands.capacity)
 cli.add_command(auth_commands.auth)
 cluster.add_command(cluster_token.token)
 cli.add_command(config_commands.config)

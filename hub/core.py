@@ -41,6 +41,9 @@ from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.variants import Schedulers
+from hub.planning.history import CapacityHistory
+from hub.planning.planner import Planner
+from hub.planning.quota import queue_quota
 from hub.profiles import ProfileBook
 from hub.queueing import Queueing, QueueingConfig
 from hub.retention import Retention
@@ -83,6 +86,11 @@ class Hub:
         self.auth = AuthService(self.writer, config.auth, config.api_rate_limit,
                                 config.api_rate_burst, self.write_audit)
         self.retention = Retention(self.writer, self.tasks, config.retain_ended, self.audit)
+        self.planning = Planner(self.fleet, profile, self.tasks.active,
+                                headroom_priority=config.headroom_priority)
+        self.planning.profiles = self.profiles.resolve
+        self.planning.quota = queue_quota(self.queueing)
+        self.history = CapacityHistory(self.planning, self.writer, config.timings)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
         self.started = False
@@ -122,6 +130,7 @@ class Hub:
                  len(self.clusters.entries), count)
         self._loops += [asyncio.create_task(self.placement.run(), name="placement"),
                         asyncio.create_task(self.monitor.run(), name="monitor"),
+                        asyncio.create_task(self.history.run(), name="capacity-history"),
                         asyncio.create_task(self.retention.run(), name="retention")]
         self.started = True
 

@@ -29,6 +29,7 @@ from hub.api import (
     explain,
     ha,
     jointokens,
+    planning,
     profiles,
     queues,
     tasks,
@@ -37,6 +38,7 @@ from hub.api.guardrails import Guardrails
 from hub.auth.guard import guard
 from hub.auth.service import OPEN_WARNING
 from hub.core import Hub
+from hub.ui import router as ui_router
 
 _HTTP_CODES = {404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge",
                415: "UnsupportedMediaType"}
@@ -85,6 +87,8 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(queues.router)
     app.include_router(auth.router)
+    app.include_router(planning.router)
+    app.include_router(ui_router)
     ha.install(app, hub)
     app.add_middleware(Guardrails, max_body_bytes=hub.config.max_body_bytes)   # outermost
 

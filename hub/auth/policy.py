@@ -55,6 +55,8 @@ class Rule:
 V1 = "/api/v1"
 POLICY: dict[tuple[str, str], Rule] = {
     ("GET", "/healthz"): Rule(Access.PUBLIC),
+    ("GET", "/ui"): Rule(Access.PUBLIC),                # a static page; its data needs a token
+    ("GET", "/ui/static/{name}"): Rule(Access.PUBLIC),
     # identities
     ("GET", f"{V1}/auth/whoami"): Rule(Access.SELF),
     ("GET", f"{V1}/auth/tokens"): Rule(Access.ADMIN),
@@ -92,6 +94,11 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("DELETE", f"{V1}/profiles/{{name}}"): Rule(Access.OPERATE, "profile.delete"),
     # fleet and the hub itself
     ("GET", f"{V1}/capacity"): Rule(Access.READ),
+    ("GET", f"{V1}/capacity/history"): Rule(Access.READ),
+    ("GET", f"{V1}/capacity/n-1"): Rule(Access.READ),
+    ("GET", f"{V1}/capacity/report"): Rule(Access.READ),
+    ("POST", f"{V1}/capacity/fit"): Rule(Access.READ),          # computes, changes nothing
+    ("POST", f"{V1}/capacity/report"): Rule(Access.READ),
     ("GET", f"{V1}/audit"): Rule(Access.READ_ALL),
     ("GET", f"{V1}/hub/status"): Rule(Access.READ),
 }

@@ -192,8 +192,17 @@ def _leader_lease(conn: Connection) -> None:
     conn.execute(leader.insert().values(id=1, epoch=0))
 
 
+def _capacity_demand(conn: Connection) -> None:
+    """Migration 4: capacity samples also record unschedulable and fragmented devices and
+    queued demand (``hub.planning.history``). Frozen: never edit, append instead."""
+    for name in ("devices_unschedulable", "devices_fragmented", "queued_tasks",
+                 "queued_devices"):
+        conn.execute(sa.text(
+            f"ALTER TABLE capacity_samples ADD COLUMN {name} FLOAT NOT NULL DEFAULT 0"))
+
+
 def _identities(conn: Connection) -> None:
-    """Migration 4: who did it (audit role, source address, request id), who owns a task,
+    """Migration 5: who did it (audit role, source address, request id), who owns a task,
     and the agent client certificates the hub issued. Frozen: never edit, append instead."""
     for table, column in (("tasks", "owner"), ("audit_log", "role"), ("audit_log", "source"),
                           ("audit_log", "request_id")):
@@ -214,7 +223,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "queue borrow limits", _queue_borrow),
     Migration(3, "leader lease, replicas, shared CA", _leader_lease),
-    Migration(4, "identities: audit actor details, task owner, agent certificates", _identities),
+    Migration(4, "capacity samples: unschedulable, fragmented, queued demand", _capacity_demand),
+    Migration(5, "identities: audit actor details, task owner, agent certificates", _identities),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

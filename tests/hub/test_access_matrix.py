@@ -145,6 +145,11 @@ CASES: dict[tuple[str, str], tuple[Prepare, int]] = {
     ("PUT", "/api/v1/profiles/{name}"): (_profile_put, 200),
     ("DELETE", "/api/v1/profiles/{name}"): (_profile, 200),
     ("GET", "/api/v1/capacity"): (fixed("/api/v1/capacity"), 200),
+    ("GET", "/api/v1/capacity/history"): (fixed("/api/v1/capacity/history"), 200),
+    ("GET", "/api/v1/capacity/n-1"): (fixed("/api/v1/capacity/n-1"), 200),
+    ("GET", "/api/v1/capacity/report"): (fixed("/api/v1/capacity/report"), 200),
+    ("POST", "/api/v1/capacity/fit"): (fixed("/api/v1/capacity/fit", {"gpu": 1}), 200),
+    ("POST", "/api/v1/capacity/report"): (fixed("/api/v1/capacity/report", {}), 200),
     ("GET", "/api/v1/audit"): (fixed("/api/v1/audit"), 200),
     ("GET", "/api/v1/hub/status"): (fixed("/api/v1/hub/status"), 200),
 }
