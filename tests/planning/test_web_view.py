@@ -43,7 +43,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
 def ctl(stack: LocalStack, *args: str) -> Any:
     """``fuyaoctl ... -o json`` against the stack, parsed."""
     done = subprocess.run([sys.executable, "-m", "fuyaoctl", "--hub", stack.url, *args,
-                           "-o", "json"], capture_output=True, text=True, timeout=60)
+                           "-o", "json"], capture_output=True, text=True, timeout=60,
+                          env=stack.env())
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -100,6 +101,9 @@ def test_web_view_matches_rest_and_follows_the_fleet(stack: LocalStack, tmp_path
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1300})
+            # The token as a user types it into the page (kept in sessionStorage).
+            page.add_init_script(
+                f"sessionStorage.setItem('fuyao.token', {json.dumps(stack.token)})")
             page.goto(f"{stack.url}/ui?refresh=700")
             text = _texts(page)
             wait_for("the page to load", lambda: text("updated").startswith("updated"))
