@@ -238,7 +238,7 @@ def test_capacity_table(run: Run, fleet: FakeHub) -> None:
     assert lines[0].split()[:7] == ["CLUSTER", "MODEL", "NODES", "DEV", "DEV-ALLOC",
                                     "DEV-RSVD", "DEV-FREE"]
     assert lines[1].split() == ["east", "H100", "4", "32", "8", "3.2", "20.8", "0", "888", "64",
-                                "88.8", "735.2", "7840", "512", "784", "6544"]
+                                "88.8", "735.2", "7840", "512", "784", "6544", "0", "0", "0"]
     assert lines[2].split()[:7] == ["west", "T4", "2", "8", "0.5", "0.8", "6.7"]
 
 
