@@ -80,7 +80,7 @@ def test_profiles_queues_dependencies_dry_run_memory_sharing_dag_and_explain(
     # nb shares one A100: a third of a card's share, the model pinned.
     nb = wait_for(stack, "nb", "Running")
     assert nb["cluster"] == "east"
-    rows = {(r["cluster"], r["model"]): r for r in ctl_json(stack, "capacity")}
+    rows = {(r["group"], r["model"]): r for r in ctl_json(stack, "capacity")["rows"]}
     assert rows[("east", "A100")]["gpu_memory_allocated_gib"] == pytest.approx(8.0, abs=0.1)
 
     # A task that fits nowhere: explain gives the histogram and the nearest fit.
