@@ -23,6 +23,7 @@ from hub.agent_service import AgentChannel
 from hub.api import create_app, create_health_app
 from hub.config import HubConfig
 from hub.core import Hub
+from hub.startup import CannotStart, Prepared, prepare
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,10 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _uvicorn(app: FastAPI, host: str, port: int) -> _Server:
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            lifespan="off")
+def _uvicorn(app: FastAPI) -> _Server:
+    # Served on a socket ``hub.startup`` already bound (no SO_REUSEPORT, bound before any
+    # write), so uvicorn's own host/port are not used.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     return _Server(config)
 
 
@@ -51,6 +53,9 @@ def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        # gRPC turns SO_REUSEPORT on by default: a second hub could then share the port
+        # and take half of the agents' connections.
+        ("grpc.so_reuseport", 0),
     ])
     pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
         AgentChannel(hub), server)
@@ -62,7 +67,7 @@ def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
                     "TLS-terminating proxy or on a trusted network")
         bound = server.add_insecure_port(address)
     if bound == 0:
-        raise OSError(f"cannot listen for agents on {address}")
+        raise CannotStart(f"cannot listen on {address} (--agent-port): in use or not local")
     return server
 
 
@@ -74,25 +79,37 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
 
-    config.home.mkdir(parents=True, exist_ok=True)
+    prepared = await asyncio.to_thread(prepare, config)   # raises before writing anything
+    try:
+        await _run(config, prepared, stop)
+    finally:
+        prepared.close()
+
+
+async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> None:
     hub = Hub(config)
-    await hub.start()
-
-    grpc_server = agent_server(hub, f"{config.host}:{config.agent_port}")
-    await grpc_server.start()
-
-    api = _uvicorn(create_app(hub), config.host, config.api_port)
-    health = _uvicorn(create_health_app(hub), config.host, config.health_port)
-    servers = [asyncio.create_task(api.serve(), name="api"),
-               asyncio.create_task(health.serve(), name="health")]
+    try:
+        await hub.start()
+        prepared.release_agent_port()
+        grpc_server = agent_server(hub, f"{config.host}:{config.agent_port}")
+        await grpc_server.start()
+    except BaseException:
+        await hub.stop()
+        raise
+    api = _uvicorn(create_app(hub))
+    health = _uvicorn(create_health_app(hub))
+    servers = [asyncio.create_task(api.serve(sockets=[prepared.api]), name="api"),
+               asyncio.create_task(health.serve(sockets=[prepared.health]), name="health")]
     log.info("fuyao-hub serving: REST %s:%d, agents %s:%d, health %s:%d, store %s",
              config.host, config.api_port, config.host, config.agent_port, config.host,
              config.health_port, _redact(config.store_url))
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *servers], return_when=asyncio.FIRST_COMPLETED)
+    failed: BaseException | None = None
     for task in done:
         if task is not stopper and task.exception() is not None:
-            log.error("listener failed: %s", task.exception())
+            failed = task.exception()
+            log.error("listener failed: %s", failed)
     log.info("fuyao-hub stopping")
     api.should_exit = True
     health.should_exit = True
@@ -100,6 +117,8 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     await asyncio.gather(*servers, return_exceptions=True)
     stopper.cancel()
     await hub.stop()
+    if failed is not None:
+        raise CannotStart(f"a listener failed: {failed}")
     log.info("fuyao-hub stopped")
 
 
