@@ -17,10 +17,10 @@ from pathlib import Path
 import click
 
 from fuyao.errors import FuyaoError, InvalidInput
+from fuyao.nodescheduler import Policy
 from fuyao.spec import check_labels, check_name
 from member_agent.backends.base import Backend
 from member_agent.backends.kube.options import DEFAULT_TOLERATIONS, GANG_MODES, KubeOptions
-from member_agent.backends.sim.scheduler import Policy
 from member_agent.connection import Agent, AgentConfig
 from member_agent.state import default_state_dir
 
@@ -39,8 +39,8 @@ def build_backend(
 ) -> Backend:
     """The chosen backend, its inputs validated (raises ``InvalidInput``)."""
     if backend == "sim":
+        from fuyao.fleetfile import load_fleet
         from member_agent.backends.sim.backend import SimBackend
-        from member_agent.backends.sim.fleet import load_fleet
 
         if not fleet:
             raise InvalidInput("--backend sim needs --fleet FILE.yaml or FILE.csv[:START:COUNT]")
@@ -77,7 +77,9 @@ async def _run_until_signalled(agent: Agent) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--hub", required=True, help="Hub agent endpoint HOST:PORT (gRPC, default :8849).")
+@click.option("--hub", required=True,
+              help="Hub agent endpoint HOST:PORT (gRPC, default :8849); several hub "
+                   "replicas as HOST:PORT,HOST:PORT (the agent finds the leader).")
 @click.option("--cluster", required=True, help="This member's cluster name, as joined.")
 @click.option("--token-file", type=click.Path(path_type=Path), help="Join token to register with.")
 @click.option("--backend", type=click.Choice(["sim", "kube"]), required=True)

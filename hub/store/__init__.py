@@ -5,6 +5,7 @@ this package (errors surface as ``fuyao.errors``). See ``docs/concepts/store.md`
 """
 
 from hub.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from hub.store.queue_rows import QueueRecord
 from hub.store.records import (
     CLUSTER_UPDATE_FIELDS,
     TASK_UPDATE_FIELDS,
@@ -15,16 +16,19 @@ from hub.store.records import (
     TaskUpdate,
 )
 from hub.store.store import Store
+from hub.store.tables import TABLES
 
 __all__ = [
     "CLUSTER_UPDATE_FIELDS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "TABLES",
     "TASK_UPDATE_FIELDS",
     "ClusterRecord",
     "EventRecord",
     "Migration",
     "PlacementRecord",
+    "QueueRecord",
     "Store",
     "TaskRecord",
     "TaskUpdate",

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fuyao.errors import Conflict, Unauthenticated
+from fuyao.fleetfile import Fleet, FleetNode
 from fuyao.wire.v1 import agent_pb2 as pb
 from member_agent.backends.sim.backend import SimBackend
-from member_agent.backends.sim.fleet import Fleet, FleetNode
 from member_agent.connection import Agent, AgentConfig
 from tests.agent.hubstub import CREDENTIAL, HubStub, start_server
 
