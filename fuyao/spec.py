@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -109,6 +109,11 @@ class TaskRequests:
 Quantity = str | int | float
 
 
+FailoverPolicy = Literal["restart-elsewhere", "never"]
+FAILOVER_RESTART: FailoverPolicy = "restart-elsewhere"
+FAILOVER_NEVER: FailoverPolicy = "never"
+
+
 class TaskSpec(BaseModel):
     """A task as a user submits it (YAML file, CLI flags, REST body, SDK call)."""
 
@@ -132,6 +137,11 @@ class TaskSpec(BaseModel):
         default=None, description="sim members: how long it runs (30s, 5m); none = until cancelled"
     )
     labels: dict[str, str] = Field(default_factory=dict)
+    failover: FailoverPolicy = Field(
+        default=FAILOVER_RESTART,
+        description="when its cluster is lost: re-place it (after the member stopped it) "
+                    "or leave it running there",
+    )
 
     @field_validator("name", "queue")
     @classmethod
@@ -262,6 +272,9 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    eviction_rate: float | None = Field(
+        default=None, description="failover: at most this many tasks/s re-placed per lost cluster"
+    )
 
 
 class JoinRequest(BaseModel):

@@ -124,7 +124,7 @@ def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
         memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
         selector=member_selector(task.spec.effective_selector(), model, req.gpu_milli),
         replicas=task.spec.replicas, duration_seconds=task.spec.duration_seconds(),
-        priority=task.priority,
+        priority=task.priority, failover=task.spec.failover,
     )
 
 
