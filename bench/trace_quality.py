@@ -45,7 +45,7 @@ from trace_replay import (
 )
 
 from fuyao.errors import FuyaoError, InvalidInput
-from member_agent.backends.sim.fleet import load_fleet
+from fuyao.fleetfile import load_fleet
 
 # shared/ sits beside the repository (as on the developers' machines and in CI).
 TRACES = Path(os.environ.get("FUYAO_TRACES")

@@ -4,7 +4,7 @@ Used by ``bench/trace_quality.py`` (and its tests): the FGD paper's experiment -
 the Alibaba "openb" trace arrive one by one, none leave - but over a federation. The trace's
 nodes are split into K member clusters; for every task the hub (``hub.fleet.FleetView`` +
 ``hub.placement.Scheduler``) chooses a cluster and reserves, the member's own scheduler
-(``member_agent.backends.sim.scheduler.LocalScheduler``, best-fit) binds it to a node, the
+(``fuyao.nodescheduler.LocalScheduler``, best-fit) binds it to a node, the
 member's changed nodes go back to the hub as a delta and the hub releases its reservation,
 as the agent channel and the placement loop do. No processes, no network.
 
@@ -32,7 +32,10 @@ from typing import ClassVar, Protocol
 
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.errors import InvalidInput
+from fuyao.fleetfile import load_fleet
 from fuyao.inventory import NodeInfo
+from fuyao.nodebuild import build_node
+from fuyao.nodescheduler import LocalScheduler, Policy, Unfit
 from fuyao.selector import Selector, parse_selector
 from fuyao.spec import ClusterState, TaskRequests, TaskSpec
 from hub.activetask import member_selector
@@ -47,9 +50,6 @@ from hub.placement import (
     ScoreEntry,
     with_plugins,
 )
-from member_agent.backends.nodes import build_node
-from member_agent.backends.sim.fleet import load_fleet
-from member_agent.backends.sim.scheduler import LocalScheduler, Policy, Unfit
 
 WHOLE = 1000
 FGD_TUNE = 1.3

@@ -29,6 +29,8 @@ LABEL_KEY_PATTERN = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 DEFAULT_HEADROOM = 0.10
+MAX_DEPENDENCIES = 100
+PLATFORM_PATTERN = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$")
 
 
 def check_name(value: str, what: str = "name") -> str:
@@ -51,6 +53,13 @@ def _checked(parse: Callable[[Any], object], value: Q, what: str) -> Q:
     except FuyaoError as exc:
         message = exc.message.split(": ", 1)[-1] if ": " in exc.message else exc.message
         raise ValueError(message) from exc
+    return value
+
+
+def check_platform(value: str) -> str:
+    """An OCI platform ``os/arch[/variant]`` such as ``linux/amd64`` or ``linux/arm64/v8``."""
+    if len(value) > 63 or not PLATFORM_PATTERN.match(value):
+        raise ValueError(f"image platform {value!r} must look like os/arch, e.g. linux/amd64")
     return value
 
 
@@ -142,11 +151,38 @@ class TaskSpec(BaseModel):
         description="when its cluster is lost: re-place it (after the member stopped it) "
                     "or leave it running there",
     )
+    profile: str | None = Field(default=None, description="ComputeProfile it is built from")
+    profile_version: int | None = Field(
+        default=None, ge=1, description="set by the hub: the version of ``profile`` applied")
+    gang: bool = Field(default=False, description="all replicas in one cluster or none")
+    after: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES,
+                             description="tasks that must succeed before this one starts")
+    image_platforms: list[str] = Field(default_factory=list, max_length=16,
+                                       description="os/arch the image runs on: linux/amd64")
 
     @field_validator("name", "queue")
     @classmethod
     def _name(cls, value: str) -> str:
         return check_name(value)
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        return None if value is None else check_name(value, "profile name")
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_name(name, "dependency")
+        if len(set(value)) != len(value):
+            raise ValueError("a dependency is listed twice")
+        return value
+
+    @field_validator("image_platforms")
+    @classmethod
+    def _platforms(cls, value: list[str]) -> list[str]:
+        return [check_platform(v) for v in value]
 
     @field_validator("labels")
     @classmethod
@@ -210,8 +246,12 @@ class TaskSpec(BaseModel):
         return 0.0 if self.duration is None else parse_duration(self.duration)
 
     def effective_selector(self) -> str:
-        """The node selector the task needs: ``selector`` and ``gpu_model`` joined with ','."""
+        """The node selector the task needs: ``selector``, ``gpu_model`` and the
+        architectures of ``image_platforms`` joined with ','."""
         parts = [self.selector.strip()] if self.selector and self.selector.strip() else []
+        if self.image_platforms:
+            arches = sorted({p.split("/")[1] for p in self.image_platforms})
+            parts.append(f"kubernetes.io/arch in ({', '.join(arches)})")
         if self.gpu_model:
             model = self.gpu_model.strip()
             if model.startswith((">=", "<=", ">", "<", "=", "!=")):

@@ -17,8 +17,10 @@ import click
 from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
-from fuyaoctl.context import AppContext, FuyaoGroup, output_option, pairs, seconds
+from fuyaoctl.commands import explain, profile
+from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
+from fuyaoctl.render_insight import InsightRenderer
 from fuyaoctl.taskfile import read_task_file
 
 WAIT_GOALS: dict[str, frozenset[TaskState]] = {
@@ -151,16 +153,29 @@ def task() -> None:
               help="When its cluster is lost: re-place it (default) or leave it running.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=pairs,
               help="Task label; repeatable.")
+@click.option("--profile", metavar="NAME", help="ComputeProfile to build the task from.")
+@click.option("--gang", is_flag=True, default=None,
+              help="All replicas in one cluster or none.")
+@click.option("--after", multiple=True, metavar="TASK", callback=names,
+              help="Start only once TASK succeeded; repeatable or comma-separated.")
+@click.option("--image-platform", "image_platforms", multiple=True, metavar="OS/ARCH",
+              callback=names, help="Platform the image runs on (linux/amd64); repeatable.")
+@click.option("--dry-run", is_flag=True,
+              help="Print where it would go (cluster, nodes, scores) and why; store nothing.")
 @output_option
 @click.pass_obj
-def task_submit(app: AppContext, /, path: str | None, **flags: Any) -> None:
+def task_submit(app: AppContext, /, path: str | None, dry_run: bool, **flags: Any) -> None:
     """Submit a task from a YAML file (-f) or from flags."""
-    given = {key: value for key, value in flags.items() if value not in (None, {}, "")}
+    given = {key: value for key, value in flags.items() if value not in (None, {}, "", [])}
     if path is not None and given:
         raise click.UsageError("use either -f FILE or task flags, not both")
     if path is not None:
         tasks = read_task_file(path)
         client = app.client()
+        if dry_run:
+            for spec in tasks.specs:
+                InsightRenderer(app.output).dry_run(client.dry_run(spec))
+            return
         if tasks.batch or len(tasks.specs) > 1:
             app.render().submitted(client.submit_tasks(tasks.specs), batch=True)
         else:
@@ -173,6 +188,9 @@ def task_submit(app: AppContext, /, path: str | None, **flags: Any) -> None:
             given["command"] = shlex.split(given["command"])
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--command") from exc
+    if dry_run:
+        InsightRenderer(app.output).dry_run(app.client().dry_run(given))
+        return
     view = app.client().submit_task(given)
     app.render().submitted([view], batch=False)
 
@@ -248,6 +266,9 @@ def audit(app: AppContext, limit: int) -> None:
 
 
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
+
+task.add_command(explain.task_explain)
+cli.add_command(profile.profile)
 
 
 def main() -> None:

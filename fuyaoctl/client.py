@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from fuyao.computeprofile import ComputeProfile, ProfileView, parse_profile
 from fuyao.errors import (
     ERRORS_BY_CODE,
     ERRORS_BY_STATUS,
@@ -35,6 +36,7 @@ from fuyao.errors import (
     InvalidInput,
     Transient,
 )
+from fuyao.insight import DryRunView, ExplainView
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -64,6 +66,10 @@ _CLUSTER = TypeAdapter(ClusterView)
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
+_DRY_RUN = TypeAdapter(DryRunView)
+_PROFILE = TypeAdapter(ProfileView)
+_PROFILES = TypeAdapter(list[ProfileView])
+_EXPLAIN = TypeAdapter(ExplainView)
 
 
 def normalize_hub(url: str) -> str:
@@ -183,6 +189,16 @@ class Client:
         body = {"tasks": [t.model_dump(mode="json", exclude_unset=True) for t in batch.tasks]}
         return self._parse(_TASKS, self._call("POST", "/tasks:batch", body=body))
 
+    def dry_run(self, spec: TaskSpec | Mapping[str, Any]) -> DryRunView:
+        """Where the hub would place a task now, or why nowhere; stores nothing."""
+        task = validate_model(TaskSpec, spec, what=f"task {_name_of(spec)}")
+        body = task.model_dump(mode="json", exclude_unset=True)
+        return self._parse(_DRY_RUN, self._call("POST", "/tasks:dry-run", body=body))
+
+    def explain_task(self, name: str) -> ExplainView:
+        """Why a task waits: reason histogram, queue state, scores and the nearest fit."""
+        return self._parse(_EXPLAIN, self._call("GET", f"/tasks/{_seg(name)}/explain"))
+
     def list_tasks(
         self, *, state: TaskState | str | None = None, cluster: str | None = None
     ) -> list[TaskView]:
@@ -233,6 +249,28 @@ class Client:
                     f"it is {view.state}"
                 )
             time.sleep(min(interval, remaining))
+
+    # -- profiles ----------------------------------------------------------------------------
+
+    def apply_profile(self, profile: ComputeProfile | Mapping[str, Any]) -> ProfileView:
+        """Create or update a ComputeProfile (checked here first); its version moves by one
+        when the content changed."""
+        checked = profile if isinstance(profile, ComputeProfile) else parse_profile(profile)
+        body = checked.model_dump(mode="json")
+        return self._parse(_PROFILE, self._call("PUT", f"/profiles/{_seg(checked.name)}",
+                                                body=body))
+
+    def list_profiles(self) -> list[ProfileView]:
+        """Every ComputeProfile."""
+        return self._parse(_PROFILES, self._call("GET", "/profiles"))
+
+    def get_profile(self, name: str) -> ProfileView:
+        """One ComputeProfile, with the queued tasks that use it."""
+        return self._parse(_PROFILE, self._call("GET", f"/profiles/{_seg(name)}"))
+
+    def delete_profile(self, name: str) -> dict[str, Any]:
+        """Delete a ComputeProfile; Conflict naming the queued tasks that still use it."""
+        return self._parse(_OBJECT, self._call("DELETE", f"/profiles/{_seg(name)}"))
 
     # -- fleet -------------------------------------------------------------------------------
 

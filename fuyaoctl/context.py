@@ -80,6 +80,11 @@ def pairs(_: click.Context, param: click.Parameter, values: tuple[str, ...]) -> 
     return pairs
 
 
+def names(_: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    """A repeatable option whose values may also be comma-separated: ``--after a,b --after c``."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
 def seconds(_: click.Context, param: click.Parameter, value: str | None) -> int | None:
     if value is None:
         return None

@@ -76,11 +76,7 @@ class ActiveTask:
     def request(self) -> PlacementRequest:
         """What the scheduler is asked for this task (built once, flags applied per attempt)."""
         if self._request is None:
-            self._request = PlacementRequest(
-                task_id=self.id, name=self.name, requests=self.spec.requests(),
-                selector=parse_selector(self.spec.effective_selector()),
-                priority=self.priority,
-            )
+            self._request = placement_request(self.id, self.spec, self.priority)
         base = self._request
         if base.failover == self.failover and base.exclude == frozenset(self.avoid):
             return base
@@ -100,6 +96,14 @@ class ActiveTask:
             node=self.node, generation=self.generation, message=self.message,
             reasons=dict(self.reasons), scores=list(self.scores),
         )
+
+
+def placement_request(task_id: str, spec: TaskSpec, priority: int) -> PlacementRequest:
+    """The scheduler's question for a task spec (also asked by dry-runs and explain)."""
+    return PlacementRequest(
+        task_id=task_id, name=spec.name, requests=spec.requests(),
+        selector=parse_selector(spec.effective_selector()), priority=priority,
+    )
 
 
 def member_selector(selector: str, model: str | None, gpu_milli: int) -> str:

@@ -29,12 +29,15 @@ from fuyao.spec import (
 from hub.activetask import ActiveTask
 from hub.clusters import ClusterManager
 from hub.config import HubConfig
+from hub.dag import Dependencies
+from hub.explain import Explainer
 from hub.fleet import FleetView
 from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
+from hub.profiles import ProfileBook
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
 from hub.taskbook import TaskBook
@@ -58,8 +61,11 @@ class Hub:
         self.sessions = Sessions()
         self.clusters = ClusterManager(config, self.writer, self.fleet)
         self.tasks = TaskBook(self.writer, self.fleet)
+        self.deps = Dependencies(self.tasks)
+        self.explainer = Explainer(self.scheduler, self.tasks, self.deps)
+        self.profiles = ProfileBook(self.writer, self.tasks)
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
-                                       config.timings.placement_interval)
+                                       config.timings.placement_interval, self.deps)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
@@ -76,6 +82,8 @@ class Hub:
         version = await self.writer.call(self.store.migrate)
         await self.clusters.load()
         count = await self.tasks.load()
+        await self.deps.load()
+        await self.profiles.load()
         log.info("store at schema version %d: %d clusters, %d active tasks", version,
                  len(self.clusters.entries), count)
         self._loops = [asyncio.create_task(self.placement.run(), name="placement"),
@@ -148,9 +156,15 @@ class Hub:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
         async with self.audited("task.submit", names):
+            specs = [self.profiles.resolve(s) for s in specs]
+            await self.deps.check(specs)
             records = await self.tasks.submit(specs)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
+
+    async def resolve(self, spec: TaskSpec) -> TaskSpec:
+        """The spec as it will be stored (its ComputeProfile applied)."""
+        return self.profiles.resolve(spec)
 
     async def list_tasks(self, state: str | None = None,
                          cluster: str | None = None) -> list[TaskView]:

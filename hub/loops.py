@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
 from hub.config import Timings
+from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.failover import Evictor
 from hub.metrics import Metrics
 from hub.placement.result import PlacementResult
@@ -42,8 +43,9 @@ class PlacementLoop:
     """Places queued tasks on clusters, one batched cycle at a time."""
 
     def __init__(self, tasks: TaskBook, scheduler: Scheduler, sessions: Sessions,
-                 metrics: Metrics, interval: float) -> None:
+                 metrics: Metrics, interval: float, deps: Dependencies | None = None) -> None:
         self.tasks = tasks
+        self.deps = deps
         self.scheduler = scheduler
         self.sessions = sessions
         self.metrics = metrics
@@ -72,7 +74,12 @@ class PlacementLoop:
             started = time.perf_counter()
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
+            held: list[tuple[ActiveTask, Hold]] = []
             for task in self.tasks.queued()[:MAX_TASKS_PER_CYCLE]:
+                hold = self.deps.hold(task) if self.deps is not None else None
+                if hold is not None:
+                    held.append((task, hold))
+                    continue
                 request = task.request()
                 result = self.scheduler.schedule(request)
                 if result.cluster is None and task.avoid:
@@ -89,9 +96,23 @@ class PlacementLoop:
             decided = time.perf_counter()
             commands = await self.tasks.commit(placed, waiting)
             send_all(self.sessions, commands)
+            if held and await self._hold(held):
+                self.poke()   # a failed task may fail its own dependents
             self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),
                                        decided - started)
             return len(commands)
+
+
+    async def _hold(self, held: Sequence[tuple[ActiveTask, Hold]]) -> bool:
+        """Say why held tasks wait; fail those whose dependency failed. True if any failed."""
+        failed = False
+        for task, hold in held:
+            if hold.fail:
+                await self.tasks.fail_waiting(task, KIND_FAILED, hold.reason)
+                failed = True
+            else:
+                await self.tasks.note(task, KIND_HELD, hold.reason)
+        return failed
 
 
 class Monitor:

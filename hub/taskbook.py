@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +52,7 @@ class TaskBook:
         self.fleet = fleet
         self.active: dict[str, ActiveTask] = {}
         self._by_name: dict[str, str] = {}
+        self.on_end: list[Callable[[ActiveTask], None]] = []   # called once a task ended
 
     # -- start ------------------------------------------------------------------------------
 
@@ -358,6 +359,19 @@ class TaskBook:
                 restore(task, snap)
             raise
         self._drop(task)
+        for hook in self.on_end:
+            hook(task)
+
+    async def fail_waiting(self, task: ActiveTask, kind: str, message: str) -> None:
+        """Fail a Queued task that can never run (e.g. a dependency failed); no-op otherwise."""
+        if task.state == TaskState.QUEUED and not task.saving:
+            await self._finish(task, TaskState.FAILED, kind, message)
+
+    async def note(self, task: ActiveTask, kind: str, message: str) -> None:
+        """Say why a Queued task waits (timeline event only when the message changes)."""
+        if message != task.message:
+            task.message = message
+            await self._save(task, utcnow(), kind, message, "message", durable=False)
 
     async def _event(self, task: ActiveTask, kind: str, message: str) -> None:
         self.writer.enqueue(events=[EventRecord(task.id, utcnow(), kind, message,

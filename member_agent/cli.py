@@ -17,9 +17,9 @@ from pathlib import Path
 import click
 
 from fuyao.errors import FuyaoError, InvalidInput
+from fuyao.nodescheduler import Policy
 from fuyao.spec import check_labels, check_name
 from member_agent.backends.base import Backend
-from member_agent.backends.sim.scheduler import Policy
 from member_agent.connection import Agent, AgentConfig
 from member_agent.simcli import member_backend, sim_member_command
 from member_agent.state import default_state_dir
@@ -44,8 +44,8 @@ def build_backend(
 ) -> Backend:
     """The chosen backend, its inputs validated (raises ``InvalidInput``)."""
     if backend == "sim":
+        from fuyao.fleetfile import load_fleet
         from member_agent.backends.sim.backend import SimBackend
-        from member_agent.backends.sim.fleet import load_fleet
 
         if not fleet:
             raise InvalidInput("--backend sim needs --fleet FILE.yaml or FILE.csv[:START:COUNT]")

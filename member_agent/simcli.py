@@ -21,9 +21,9 @@ from pathlib import Path
 import click
 
 from fuyao.errors import FuyaoError
+from fuyao.fleetfile import load_fleet
+from fuyao.nodescheduler import Policy
 from member_agent.backends.base import Backend
-from member_agent.backends.sim.fleet import load_fleet
-from member_agent.backends.sim.scheduler import Policy
 
 MEMBER_LOCK = "member.lock"
 log = logging.getLogger("member_agent.sim_member")

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, tasks
+from hub.api import audit, capacity, clusters, explain, profiles, tasks
 from hub.core import Hub
 
 
@@ -27,6 +27,8 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         message = str(err.get("msg", "")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            message = "unknown field"
         details.append({"field": loc, "message": message})
     return details
 
@@ -40,6 +42,8 @@ def create_app(hub: Hub) -> FastAPI:
     )
     app.state.hub = hub
     app.include_router(clusters.router)
+    app.include_router(explain.router)
+    app.include_router(profiles.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from fuyao.errors import InvalidInput
-from member_agent.backends.nodes import build_node
-from member_agent.backends.sim.fleet import load_fleet
+from fuyao.fleetfile import load_fleet
+from fuyao.nodebuild import build_node
 
 TRACE = Path("/work/shared/traces/alibaba-gpu-v2023/openb_node_list_all_node.csv")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "fleets"

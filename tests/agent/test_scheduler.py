@@ -7,10 +7,8 @@ from dataclasses import replace
 import pytest
 
 from fuyao.inventory import NodeInfo
-from fuyao.selector import parse_selector
-from fuyao.spec import TaskRequests
-from member_agent.backends.nodes import build_node
-from member_agent.backends.sim.scheduler import (
+from fuyao.nodebuild import build_node
+from fuyao.nodescheduler import (
     REASON_CPU,
     REASON_GPU,
     REASON_GPU_MEMORY,
@@ -22,6 +20,8 @@ from member_agent.backends.sim.scheduler import (
     Policy,
     Unfit,
 )
+from fuyao.selector import parse_selector
+from fuyao.spec import TaskRequests
 
 
 def gpu_node(name: str, cards: int, product: str, memory_mib: int, cpu: str = "64") -> NodeInfo:

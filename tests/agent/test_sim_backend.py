@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from fuyao.fleetfile import Fleet, FleetNode
 from fuyao.wire.v1 import agent_pb2 as pb
 from member_agent.backends.base import NodesChanged, Phase, TaskChanged
 from member_agent.backends.sim.backend import SimBackend
-from member_agent.backends.sim.fleet import Fleet, FleetNode
 from tests.agent.recorder import Recorder
 
 T4 = {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.memory": "15360"}

@@ -180,6 +180,9 @@ def test_examples_ask_for_what_their_names_say() -> None:
     assert (big.requests().gpu_devices, big.gpu_model, big.replicas) == (16, "H100", 1)
     batch = read_task_file(str(EXAMPLES / "batch.yaml"))
     assert batch.batch and 3 <= len(batch.specs) <= 4
-    for spec in [*batch.specs, *(one(p.stem) for p in EXAMPLES.glob("*.yaml")
-                                 if p.stem != "batch")]:
+    dag = read_task_file(str(EXAMPLES / "dag.yaml"))
+    assert [(s.name, s.after) for s in dag.specs] == [
+        ("prep", []), ("train", ["prep"]), ("eval", ["train", "prep"])]
+    for spec in [*batch.specs, *dag.specs, *(one(p.stem) for p in EXAMPLES.glob("*.yaml")
+                                             if p.stem not in ("batch", "dag"))]:
         assert 10 <= spec.duration_seconds() <= 60, spec.name

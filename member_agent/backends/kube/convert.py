@@ -16,10 +16,10 @@ from typing import Any
 
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.labels import GPU_RESOURCE, NPU_RESOURCES
+from fuyao.nodebuild import build_node
 from fuyao.quantity import parse_count, parse_cpu_milli, parse_memory_mib
 from member_agent.backends.base import Phase
 from member_agent.backends.kube import reasons
-from member_agent.backends.nodes import build_node
 
 TASK_ID_LABEL = "fuyao.io/task-id"
 GENERATION_LABEL = "fuyao.io/generation"

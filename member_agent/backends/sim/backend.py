@@ -20,7 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fuyao.errors import FuyaoError, InvalidInput
+from fuyao.fleetfile import Fleet
 from fuyao.inventory import NodeInfo
+from fuyao.nodebuild import build_node
+from fuyao.nodescheduler import (
+    Binding,
+    LocalScheduler,
+    NodeMatcher,
+    Policy,
+    Unfit,
+)
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskRequests
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -32,15 +41,6 @@ from member_agent.backends.base import (
     TaskStatus,
     now_ms,
     workload_name,
-)
-from member_agent.backends.nodes import build_node
-from member_agent.backends.sim.fleet import Fleet
-from member_agent.backends.sim.scheduler import (
-    Binding,
-    LocalScheduler,
-    NodeMatcher,
-    Policy,
-    Unfit,
 )
 
 log = logging.getLogger(__name__)

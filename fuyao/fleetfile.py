@@ -1,8 +1,10 @@
 """Load a simulated member's nodes from a fleet file (YAML) or a trace node list (CSV).
 
-Called by the sim backend at start and by the CLI to validate ``--fleet`` before connecting.
-Both forms yield raw Kubernetes-style node labels and allocatable quantities; the backend
-normalizes them with ``fuyao.labels.normalize_node``, the same code a Kubernetes member uses.
+Called by the sim backend at start, by the agent CLI to validate ``--fleet`` before
+connecting, and by ``fuyaoctl simulate`` (``hub.planning.simulate``) for its offline fleets:
+shared ground under ``fuyao/`` so all of them read one format one way. Both forms yield raw
+Kubernetes-style node labels and allocatable quantities; the backend normalizes them with
+``fuyao.labels.normalize_node``, the same code a Kubernetes member uses.
 
 A CSV spec may carry a row slice, ``FILE.csv:START:COUNT`` (0-based data rows, header not
 counted; ``FILE.csv:START`` takes the rest), so one trace can be split among clusters.

@@ -1,8 +1,9 @@
-"""Raw node (labels + allocatable quantities) -> ``NodeInfo``, shared by both backends.
+"""Raw node (labels + allocatable quantities) -> ``NodeInfo``, shared by every caller.
 
-The sim backend calls ``build_node`` for each fleet-file node and the kube backend for each
-``V1Node``: both go through ``fuyao.labels.normalize_node`` so a simulated member reports
-exactly what a Kubernetes member with the same labels would.
+The sim backend calls ``build_node`` for each fleet-file node, the kube backend for each
+``V1Node`` and ``fuyaoctl simulate`` for its offline fleets: all go through
+``fuyao.labels.normalize_node`` so a simulated member reports exactly what a Kubernetes
+member with the same labels would.
 """
 
 from __future__ import annotations

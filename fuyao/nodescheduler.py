@@ -1,13 +1,16 @@
-"""The sim member's node scheduler: binds every replica of a task to a node, or none.
+"""The member's node scheduler: binds every replica of a task to a node, or none.
 
-Called by ``member_agent.backends.sim.backend``. Modelled on kube-scheduler: filter nodes
-(cordon, node selector, pod slots, cpu, memory, GPU devices), score the survivors, pick the
-best with a deterministic tie-break by node name. ``best-fit`` scores like kube's
-``MostAllocated`` (the node left fullest wins, which packs); ``spread`` like
-``LeastAllocated``. A CPU-only replica (no GPU request) prefers nodes without accelerators,
-whatever the policy, like a ``nvidia.com/gpu:PreferNoSchedule`` taint on GPU nodes: it goes
-to a node with devices only when no accelerator-free node fits, and then the policy's score
-picks among those. GPU requests (shares and whole cards) are scored as before.
+Shared ground (``fuyao/``) so one implementation serves both callers: the sim member
+(``member_agent.backends.sim.backend``) and ``fuyaoctl simulate``'s engine
+(``hub.planning.simulate``), which replays workloads through it offline.
+
+Modelled on kube-scheduler: filter nodes (cordon, node selector, pod slots, cpu, memory, GPU
+devices), score the survivors, pick the best with a deterministic tie-break by node name.
+``best-fit`` scores like kube's ``MostAllocated`` (the node left fullest wins, which packs);
+``spread`` like ``LeastAllocated``. A CPU-only replica (no GPU request) prefers nodes without
+accelerators, whatever the policy, like a ``nvidia.com/gpu:PreferNoSchedule`` taint on GPU
+nodes: it goes to a node with devices only when no accelerator-free node fits, and then the
+policy's score picks among those. GPU requests (shares and whole cards) are scored as before.
 
 Accounting is per GPU device, so ``DeviceInfo.free_milli`` stays truthful: a whole-card
 request takes cards with ``free_milli == 1000``; a share (< 1000 milli) takes part of one

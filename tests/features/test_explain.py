@@ -1,0 +1,83 @@
+"""``task explain`` and ``task submit --dry-run`` over REST: the histogram, scores and the
+nearest fit come from the real scheduler on the live fleet; a dry-run stores nothing."""
+
+from __future__ import annotations
+
+from fuyao.spec import TaskSpec
+from hub.activetask import placement_request
+from hub.explain.whatif import alternatives
+from tests.features.conftest import Fleet, gpu_node
+
+
+async def two_clusters(fleet: Fleet) -> None:
+    await fleet.join("east", [gpu_node("e1", "NVIDIA-A100-SXM4-80GB", 8),
+                              gpu_node("e2", "NVIDIA-A100-SXM4-80GB", 8)], weight=2)
+    await fleet.join("west", [gpu_node("w1", "Tesla-T4", 4), gpu_node("w2", "Tesla-V100", 8)])
+
+
+async def test_dry_run_says_where_and_stores_nothing(fleet: Fleet) -> None:
+    await two_clusters(fleet)
+    r = await fleet.h.api.post("/api/v1/tasks:dry-run",
+                               json={"name": "probe", "gpu": 1, "gpu_model": "T4"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["cluster"], body["nodes"], body["model"], body["error"]) == (
+        "west", ["w1"], "T4", None)
+    assert list(body["scores"]) == ["west"]
+    assert set(body["scores"]["west"]["plugins"]) == {"ClusterWeight", "Headroom",
+                                                      "AcceleratorFit"}
+    assert body["reasons"] == {"east": "no node matches fuyao.io/gpu-model=T4"}
+    assert (await fleet.h.api.get("/api/v1/tasks")).json() == []
+    assert fleet.h.hub.fleet.reservation("dry-run") is None
+
+
+async def test_dry_run_that_fits_nowhere_has_the_error_and_a_nearest_fit(fleet: Fleet) -> None:
+    await two_clusters(fleet)
+    r = await fleet.h.api.post("/api/v1/tasks:dry-run",
+                               json={"name": "big", "gpu": 8, "gpu_model": "A100",
+                                     "replicas": 2})
+    body = r.json()
+    assert body["cluster"] is None
+    assert body["histogram"] == {"below headroom reserve": 1,
+                                 "no node matches fuyao.io/gpu-model=A100": 1}
+    assert body["error"] == ("0/2 clusters are available: 1 below headroom reserve, "
+                             "1 no node matches fuyao.io/gpu-model=A100.")
+    assert body["nearest_fit"]["change"] == {"gpu": 7}
+    assert body["nearest_fit"]["cluster"] == "east"
+    changes = [alt["change"] for alt in body["alternatives"]]
+    assert changes == [{"gpu": 7}, {"replicas": 1}]   # V100 x 8 x 2 does not fit
+
+
+async def test_explain_a_waiting_task(fleet: Fleet) -> None:
+    await two_clusters(fleet)
+    api = fleet.h.api
+    r = await api.post("/api/v1/tasks", json={"name": "big", "gpu": 8, "gpu_model": ">=A100",
+                                             "replicas": 3})
+    assert r.status_code == 201
+    body = (await api.get("/api/v1/tasks/big/explain")).json()
+    assert body["state"] == "Queued"
+    assert body["histogram"] == {
+        "no node matches fuyao.io/gpu-model>=A100": 1,
+        "only 2 of 3 replicas fit on nodes with fuyao.io/gpu-model>=A100 and 8 free GPUs": 1,
+    }
+    assert body["queue"] == {"name": "default", "priority": 0, "position": 1, "queued": 1,
+                             "held_by": None}
+    assert body["nearest_fit"]["change"] == {"gpu": 4}
+    assert body["nearest_fit"]["description"] == "with 4 GPUs per replica instead of 8"
+    assert body["scores"] == {}
+
+
+async def test_explain_unknown_task_is_404(fleet: Fleet) -> None:
+    r = await fleet.h.api.get("/api/v1/tasks/ghost/explain")
+    assert r.status_code == 404
+
+
+async def test_alternatives_use_the_real_fit_and_change_one_thing(fleet: Fleet) -> None:
+    await two_clusters(fleet)
+    scheduler = fleet.h.hub.scheduler
+    spec = TaskSpec(name="x", gpu=4, gpu_model="H100")
+    found = alternatives(scheduler, placement_request("x", spec, 0))
+    assert [a.change for a in found] == [{"gpu_model": "A100"}, {"gpu_model": "V100"}]
+    for alt in found:   # each one really fits: the scheduler places it
+        changed = spec.model_copy(update=alt.change)
+        assert scheduler.schedule(placement_request("x", changed, 0)).cluster == alt.cluster
