@@ -159,6 +159,8 @@ class TaskSpec(BaseModel):
                              description="tasks that must succeed before this one starts")
     image_platforms: list[str] = Field(default_factory=list, max_length=16,
                                        description="os/arch the image runs on: linux/amd64")
+    preemptible: bool = Field(
+        default=True, description="false: never evicted to make room for another task")
 
     @field_validator("name", "queue")
     @classmethod
@@ -315,6 +317,10 @@ class TaskView(BaseModel):
     eviction_rate: float | None = Field(
         default=None, description="failover: at most this many tasks/s re-placed per lost cluster"
     )
+    queue_position: int | None = Field(
+        default=None, description="when Queued: 1 = next of its queue to be tried")
+    held_by: str | None = Field(
+        default=None, description="when Queued: the queue quota holding it, if one is")
 
 
 class JoinRequest(BaseModel):

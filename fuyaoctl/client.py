@@ -49,6 +49,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
 
 DEFAULT_HUB: Final = "http://127.0.0.1:8848"
@@ -95,7 +96,7 @@ def task_state(value: TaskState | str) -> TaskState:
     raise InvalidInput(f"task state {value!r} is not one of {names}")
 
 
-class Client:
+class Client(QueueCalls):
     """A connection to one hub: typed methods over its REST API."""
 
     def __init__(

@@ -132,10 +132,12 @@ def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
     )
 
 
-def cancel_command(cluster: str, task_id: str, generation: int, reason: str) -> Command:
-    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``."""
+def cancel_command(cluster: str, task_id: str, generation: int, reason: str,
+                   grace: int = 0) -> Command:
+    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``
+    (``grace``: seconds the member lets it stop; 0 = the member's default)."""
     msg = pb.HubMessage(cancel=pb.CancelTask(task_id=task_id, generation=generation,
-                                             reason=reason))
+                                             reason=reason, grace_seconds=grace))
     return (cluster, msg)
 
 

@@ -38,6 +38,7 @@ from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.scheduler import Scheduler
 from hub.profiles import ProfileBook
+from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
 from hub.taskbook import TaskBook
@@ -64,8 +65,12 @@ class Hub:
         self.deps = Dependencies(self.tasks)
         self.explainer = Explainer(self.scheduler, self.tasks, self.deps)
         self.profiles = ProfileBook(self.writer, self.tasks)
+        self.queueing = Queueing(self.tasks, self.fleet, profile,
+                                 headroom_priority=config.headroom_priority,
+                                 config=QueueingConfig.from_mapping(config.queueing))
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
-                                       config.timings.placement_interval, self.deps)
+                                       config.timings.placement_interval, self.deps,
+                                       self.queueing)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
@@ -81,6 +86,7 @@ class Hub:
             self.clusters.ca_cert = self.pki.ca_cert.decode()
         version = await self.writer.call(self.store.migrate)
         await self.clusters.load()
+        await self.queueing.load()
         count = await self.tasks.load()
         await self.deps.load()
         await self.profiles.load()
@@ -158,6 +164,7 @@ class Hub:
         async with self.audited("task.submit", names):
             specs = [self.profiles.resolve(s) for s in specs]
             await self.deps.check(specs)
+            self.queueing.check_submit(specs)
             records = await self.tasks.submit(specs)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
@@ -206,6 +213,7 @@ class Hub:
 
     def _view(self, task: ActiveTask | None, rec: TaskRecord) -> TaskView:
         rec = task.to_record() if task is not None else rec
+        hold = self.queueing.hold_for(task) if task is not None else None
         return TaskView(
             id=rec.id, name=rec.name, state=TaskState(rec.state), cluster=rec.cluster,
             node=rec.node, generation=rec.generation, queue=rec.queue, priority=rec.priority,
@@ -213,6 +221,8 @@ class Hub:
             created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
             scores=[ClusterScore.model_validate(s) for s in rec.scores],
             eviction_rate=self.config.timings.eviction_rate,
+            queue_position=hold["position"] if hold else None,
+            held_by=hold["held_by"] if hold else None,
         )
 
     # -- misc -----------------------------------------------------------------------------------
