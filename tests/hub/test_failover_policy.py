@@ -58,8 +58,8 @@ async def test_never_tasks_stay_restartable_tasks_move_after_lease_and_margin(
         west = await ready_agent(h, "west", [gpu_node("b-0", "NVIDIA-A100-PCIE-40GB", 8)])
         east = await lost_cluster_with(h, [{"name": "movable", "gpu": 1},
                                            {"name": "pinned", "gpu": 1, "failover": "never"}])
-        silent = time.monotonic()
         await east.close()
+        silent = h.hub.clusters.get("east").last_seen    # the last news, on the hub's clock
         moved = (await west.expect("place", timeout=15)).place
         waited = time.monotonic() - silent
         # NotReady (2 s) + eviction timeout (0.5 s) alone would move it after 2.5 s; the
