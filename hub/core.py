@@ -36,7 +36,7 @@ from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
-from hub.placement.scheduler import Scheduler
+from hub.placement.variants import Schedulers
 from hub.profiles import ProfileBook
 from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
@@ -56,21 +56,22 @@ class Hub:
         self.writer = StoreWriter(self.store)
         self.fleet = FleetView()
         profile = Profile.from_config(config.profile) if config.profile else DEFAULT_PROFILE
-        self.scheduler = Scheduler(self.fleet, profile,
-                                   headroom_priority=config.headroom_priority)
+        self.schedulers = Schedulers(self.fleet, profile,
+                                     headroom_priority=config.headroom_priority)
+        self.scheduler = self.schedulers.base
         self.metrics = Metrics()
         self.sessions = Sessions()
         self.clusters = ClusterManager(config, self.writer, self.fleet)
         self.tasks = TaskBook(self.writer, self.fleet)
         self.deps = Dependencies(self.tasks)
-        self.explainer = Explainer(self.scheduler, self.tasks, self.deps)
         self.profiles = ProfileBook(self.writer, self.tasks)
         self.queueing = Queueing(self.tasks, self.fleet, profile,
                                  headroom_priority=config.headroom_priority,
                                  config=QueueingConfig.from_mapping(config.queueing))
+        self.explainer = Explainer(self.schedulers, self.tasks, self.deps, self.queueing)
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
                                        config.timings.placement_interval, self.deps,
-                                       self.queueing)
+                                       self.queueing, self.schedulers.for_weights)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
@@ -162,16 +163,18 @@ class Hub:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
         async with self.audited("task.submit", names):
-            specs = [self.profiles.resolve(s) for s in specs]
+            specs = [self.resolve(s) for s in specs]
             await self.deps.check(specs)
             self.queueing.check_submit(specs)
             records = await self.tasks.submit(specs)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
-    async def resolve(self, spec: TaskSpec) -> TaskSpec:
-        """The spec as it will be stored (its ComputeProfile applied)."""
-        return self.profiles.resolve(spec)
+    def resolve(self, spec: TaskSpec) -> TaskSpec:
+        """The spec as it will be stored (its ComputeProfile applied), or InvalidInput."""
+        resolved = self.profiles.resolve(spec)
+        self.schedulers.check(resolved.score_weights)
+        return resolved
 
     async def list_tasks(self, state: str | None = None,
                          cluster: str | None = None) -> list[TaskView]:
