@@ -35,6 +35,10 @@ class Timings:
     member_lease: float = 30.0        # members stop restartable copies this long after news
     failover_margin: float = 10.0     # re-place only after member_lease + this of silence
     eviction_rate: float = 1000.0     # tasks/s re-placed per lost cluster (a rate, not seconds)
+    capacity_sample_interval: float = 60.0   # capacity history: one sample this often
+    capacity_raw_retention: float = 6 * 3600.0   # samples kept as taken this long...
+    capacity_bucket: float = 600.0           # ...then averaged into buckets this wide
+    capacity_retention: float = 7 * 86400.0  # and dropped after this long
 
 
 @dataclass(frozen=True)
