@@ -24,6 +24,7 @@ from hub.auth.actor import SYSTEM, Actor
 from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
+from hub.failover import Evictor
 from hub.metrics import Metrics
 from hub.placement import memshare
 from hub.placement.result import PlacementResult
@@ -154,6 +155,7 @@ class Monitor:
         self.sessions = sessions
         self.placement = placement
         self.timings = timings
+        self.evictor = Evictor(tasks, timings.eviction_rate, timings.monitor_interval)
         self._last_save = time.monotonic()
 
     async def run(self) -> None:
@@ -168,16 +170,15 @@ class Monitor:
     async def tick(self) -> None:
         """Advance health states; fail over and spill over what is due."""
         commands: list[Command] = []
-        for cluster in await self.clusters.tick():
-            moved = self.tasks.on_cluster(cluster)
-            if moved:
-                log.warning("cluster %s NotReady past eviction timeout: failing over %d tasks",
-                            cluster, len(moved))
-                commands += await self.tasks.requeue_cluster(
-                    cluster, f"cluster {cluster} is NotReady: failing over")
+        lost = await self.clusters.tick()
+        self.evictor.forget_except(set(lost))
+        for cluster in lost:
+            evicted = await self.evictor.evict(cluster)
+            if evicted:
                 await self.audit("cluster.failover", cluster,
-                                 f"ok, {len(moved)} task(s) requeued: NotReady past the "
-                                 "eviction timeout", SYSTEM)
+                                 f"ok, {len(evicted)} task(s) requeued: its lease expired "
+                                 "(NotReady past the eviction timeout)", SYSTEM)
+            commands += evicted
         for task in self.tasks.stuck_unschedulable(self.timings.unschedulable_timeout):
             cluster = task.cluster or "?"
             reason = (f"{cluster} could not schedule it for "
