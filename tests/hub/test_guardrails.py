@@ -115,8 +115,8 @@ def test_config_with_not_ready_before_unknown_is_refused(tmp_path: Path) -> None
     path.write_text("timings: {unknown_after: 30s, not_ready_after: 10s}\n")
     with pytest.raises(InvalidInput, match=r"not_ready_after .* must not be shorter"):
         load_config_file(path, HubConfig(home=tmp_path))
-    with pytest.raises(InvalidInput, match="positive"):
-        check_config(HubConfig(home=tmp_path, timings=Timings(monitor_interval=0)))
+    with pytest.raises(InvalidInput, match="number of seconds"):
+        check_config(HubConfig(home=tmp_path, timings=Timings(monitor_interval=-1)))
     path.write_text("max_body_bytes: 10\n")
     with pytest.raises(InvalidInput, match="max_body_bytes"):
         load_config_file(path, HubConfig(home=tmp_path))
