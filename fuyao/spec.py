@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -108,6 +108,12 @@ class TaskRequests:
     gpu_milli: int
     gpu_memory_mib: int
     replicas: int
+    gpu_mem_mib: int = 0    # memory of one shared device (GPU memory sharing), 0 if not
+
+    @property
+    def shares_memory(self) -> bool:
+        """True when the task asks for an amount of one device's memory (``gpu_mem``)."""
+        return self.gpu_mem_mib > 0
 
     @property
     def gpu_devices(self) -> int:
@@ -116,6 +122,11 @@ class TaskRequests:
 
 
 Quantity = str | int | float
+
+
+FailoverPolicy = Literal["restart-elsewhere", "never"]
+FAILOVER_RESTART: FailoverPolicy = "restart-elsewhere"
+FAILOVER_NEVER: FailoverPolicy = "never"
 
 
 class ClusterPreference(BaseModel):
@@ -142,6 +153,9 @@ class TaskSpec(BaseModel):
         default=None, description="a model (A100), a set (A100|H100) or a bound (>=A100)"
     )
     gpu_memory: Quantity | None = Field(default=None, description="minimum memory per device")
+    gpu_mem: Quantity | None = Field(
+        default=None, description="GPU memory sharing: this much of one device's memory "
+                                  "(8Gi); gpu may add a compute share below 1")
     selector: str | None = Field(default=None, description="node selector expression")
     queue: str = "default"
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
@@ -150,6 +164,11 @@ class TaskSpec(BaseModel):
         default=None, description="sim members: how long it runs (30s, 5m); none = until cancelled"
     )
     labels: dict[str, str] = Field(default_factory=dict)
+    failover: FailoverPolicy = Field(
+        default=FAILOVER_RESTART,
+        description="when its cluster is lost: re-place it (after the member stopped it) "
+                    "or leave it running there",
+    )
     profile: str | None = Field(default=None, description="ComputeProfile it is built from")
     profile_version: int | None = Field(
         default=None, ge=1, description="set by the hub: the version of ``profile`` applied")
@@ -226,6 +245,16 @@ class TaskSpec(BaseModel):
     def _gpu_memory(cls, value: Quantity | None) -> Quantity | None:
         return None if value is None else _checked(parse_memory_mib, value, "gpu_memory")
 
+    @field_validator("gpu_mem")
+    @classmethod
+    def _gpu_mem(cls, value: Quantity | None) -> Quantity | None:
+        if value is None:
+            return None
+        _checked(parse_memory_mib, value, "gpu_mem")
+        if parse_memory_mib(value) <= 0:
+            raise ValueError("must be more than 0")
+        return value
+
     @field_validator("duration")
     @classmethod
     def _duration(cls, value: Quantity | None) -> Quantity | None:
@@ -237,6 +266,13 @@ class TaskSpec(BaseModel):
         if not value.strip():
             raise ValueError("image must not be empty")
         return value
+
+    @model_validator(mode="after")
+    def _shared_memory(self) -> TaskSpec:
+        if self.gpu_mem is not None and parse_gpu_milli(self.gpu) >= 1000:
+            raise ValueError("gpu_mem asks for part of one device's memory: gpu must be 0 or "
+                             "a compute share below 1 (0.25, 250m)")
+        return self
 
     @model_validator(mode="after")
     def _selector(self) -> TaskSpec:
@@ -259,6 +295,7 @@ class TaskSpec(BaseModel):
             gpu_milli=parse_gpu_milli(self.gpu),
             gpu_memory_mib=0 if self.gpu_memory is None else parse_memory_mib(self.gpu_memory),
             replicas=self.replicas,
+            gpu_mem_mib=0 if self.gpu_mem is None else parse_memory_mib(self.gpu_mem),
         )
 
     def duration_seconds(self) -> float:
@@ -332,6 +369,9 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    eviction_rate: float | None = Field(
+        default=None, description="failover: at most this many tasks/s re-placed per lost cluster"
+    )
     queue_position: int | None = Field(
         default=None, description="when Queued: 1 = next of its queue to be tried")
     held_by: str | None = Field(
@@ -421,6 +461,10 @@ class CapacityRow(BaseModel):
         default=0.0, description="idle devices on cordoned or NotReady nodes (never free)")
     cpu_unschedulable: float = 0.0
     memory_unschedulable_gib: float = 0.0
+    gpu_memory_total_gib: float = Field(default=0.0, description="device memory of the model")
+    gpu_memory_allocated_gib: float = Field(
+        default=0.0, description="device memory in use (a share uses its part of a device)")
+    gpu_memory_free_gib: float = 0.0
 
 
 class AuditEntry(BaseModel):

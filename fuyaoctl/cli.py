@@ -172,11 +172,15 @@ def task() -> None:
 @click.option("--gpu", metavar="N", help="GPUs per replica: 8, or a share like 0.5.")
 @click.option("--gpu-model", metavar="MODEL", help="H100, A100|H100 or >=A100.")
 @click.option("--gpu-memory", help="Minimum memory per GPU: 40Gi.")
+@click.option("--gpu-mem", metavar="SIZE",
+              help="GPU memory sharing: this much of one GPU's memory, e.g. 8Gi.")
 @click.option("--selector", metavar="EXPR", help="Node selector: 'kubernetes.io/arch = arm64'.")
 @click.option("--queue", help="Queue name (default: default).")
 @click.option("--priority", type=int, help="Priority; higher is placed first.")
 @click.option("--replicas", type=int, help="Number of replicas.")
 @click.option("--duration", help="Run time on sim members: 30s, 5m.")
+@click.option("--failover", type=click.Choice(["restart-elsewhere", "never"]),
+              help="When its cluster is lost: re-place it (default) or leave it running.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=pairs,
               help="Task label; repeatable.")
 @click.option("--profile", metavar="NAME", help="ComputeProfile to build the task from.")

@@ -179,6 +179,7 @@ class Renderer:
             "Requests": f"{requests} (per replica) x {spec.replicas}",
             "Selector": spec.effective_selector(), "Duration": spec.duration,
             "Labels": _pairs(spec.labels),
+            "Failover": _failover(view),
         })]
         if view.state is TaskState.QUEUED:
             parts += ["", "Why not placed:", _indent(_reasons(view.reasons))]
@@ -248,7 +249,8 @@ class Renderer:
             return
         table = _table("CLUSTER", "MODEL", "NODES", "DEV", "DEV-ALLOC", "DEV-RSVD", "DEV-FREE",
                        "DEV-UNSCHED", "CPU", "CPU-ALLOC", "CPU-RSVD", "CPU-FREE",
-                       "MEM-GIB", "MEM-ALLOC", "MEM-RSVD", "MEM-FREE")
+                       "MEM-GIB", "MEM-ALLOC", "MEM-RSVD", "MEM-FREE", "GPU-MEM-GIB",
+                       "GPU-MEM-ALLOC", "GPU-MEM-FREE")
         for row in rows:
             table.add_row(*_cells(
                 row.cluster, row.model, row.nodes,
@@ -256,7 +258,8 @@ class Renderer:
                             row.devices_free, row.devices_unschedulable, row.cpu_total,
                             row.cpu_allocated, row.cpu_reserved, row.cpu_free, row.memory_total_gib,
                             row.memory_allocated_gib, row.memory_reserved_gib,
-                            row.memory_free_gib)),
+                            row.memory_free_gib, row.gpu_memory_total_gib,
+                            row.gpu_memory_allocated_gib, row.gpu_memory_free_gib)),
             ))
         self._print(table, "RSVD is the headroom kept free for failover; "
                            "FREE = total - allocated - reserved; UNSCHED: idle on cordoned or "
@@ -459,3 +462,12 @@ def _duration(seconds: float) -> str:
 def _clock(moment: datetime) -> str:
     return _utc(moment).strftime("%m-%d %H:%M:%S")
 
+
+
+def _failover(view: TaskView) -> str:
+    """The task's failover policy and the hub's eviction rate limit."""
+    if view.spec.failover == "never":
+        return "never (keeps running through a partition; never re-placed automatically)"
+    rate = f", at most {view.eviction_rate:g} tasks/s per lost cluster" \
+        if view.eviction_rate else ""
+    return f"restart-elsewhere (re-placed once its cluster's lease expired{rate})"
