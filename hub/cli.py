@@ -57,12 +57,15 @@ def main() -> None:
               help="REST authentication: bearer tokens, or none (loopback --host only).")
 @click.option("--rate-limit", type=click.FloatRange(min=0), default=None,
               help="REST requests per second per token (default 50; 0: no limit).")
+@click.option("--secrets-key-file", type=click.Path(path_type=Path), default=None,
+              help="Key file (32+ random bytes, outside the database) that encrypts push-"
+                   "joined members' credentials; without it the hub takes no push joins.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
               agent_port: int, health_port: int, advertise: str | None,
-              agent_insecure: bool, config_file: Path | None, auth_mode: str,
-              rate_limit: float | None, log_level: str) -> None:
+              agent_insecure: bool, config_file: Path | None, secrets_key_file: Path | None,
+              auth_mode: str, rate_limit: float | None, log_level: str) -> None:
     """Run the hub: REST API, agent channel, placement loop, store.
 
     On first start it writes an admin token to <home>/admin.token (0600).
@@ -72,7 +75,7 @@ def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
     config = HubConfig(home=home or default_home(), db_url=db_url, host=host,
                        api_port=api_port, agent_port=agent_port, health_port=health_port,
                        advertise=advertise, agent_tls=not agent_insecure, timings=Timings(),
-                       auth=auth_mode)
+                       secrets_key_file=secrets_key_file, auth=auth_mode)
     try:
         if config_file is not None:
             config = load_config_file(config_file, config)

@@ -62,6 +62,7 @@ class HubConfig:
     api_rate_burst: int = 200         # ... and how many may come at once
     max_body_bytes: int = 4 * 1024 * 1024   # REST request bodies above this: 413
     retain_ended: float = 7 * 24 * 3600.0   # ended tasks are deleted this long after (0: never)
+    secrets_key_file: Path | None = None    # encrypts push members' credentials (hub.push)
 
     @property
     def store_url(self) -> str:

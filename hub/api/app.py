@@ -34,6 +34,7 @@ from hub.api import (
     queues,
     tasks,
 )
+from hub.api import push as push_api
 from hub.api.guardrails import Guardrails
 from hub.auth.guard import guard
 from hub.auth.service import OPEN_WARNING
@@ -80,6 +81,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.state.hub = hub
     app.include_router(clusters.router)
     app.include_router(jointokens.router)
+    app.include_router(push_api.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)
     app.include_router(tasks.router)

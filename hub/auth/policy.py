@@ -65,6 +65,7 @@ POLICY: dict[tuple[str, str], Rule] = {
     # clusters
     ("GET", f"{V1}/clusters"): Rule(Access.READ),
     ("POST", f"{V1}/clusters"): Rule(Access.OPERATE, "cluster.join"),
+    ("POST", f"{V1}/clusters/push"): Rule(Access.OPERATE, "cluster.join"),
     ("GET", f"{V1}/clusters/{{name}}"): Rule(Access.READ),
     ("DELETE", f"{V1}/clusters/{{name}}"): Rule(Access.OPERATE, "cluster.remove"),
     ("POST", f"{V1}/clusters/{{name}}/cordon"): Rule(Access.OPERATE, "cluster.cordon"),

@@ -120,6 +120,9 @@ CASES: dict[tuple[str, str], tuple[Prepare, int]] = {
     ("GET", "/api/v1/clusters"): (fixed("/api/v1/clusters"), 200),
     ("POST", "/api/v1/clusters"): (_new("clusters"), 201),
     ("GET", "/api/v1/clusters/{name}"): (fixed("/api/v1/clusters/east"), 200),
+    # the harness has no --secrets-key-file: a caller who may push-join gets its 400
+    ("POST", "/api/v1/clusters/push"):
+        (fixed("/api/v1/clusters/push", {"name": "pushed", "kubeconfig": "x"}), 400),
     ("DELETE", "/api/v1/clusters/{name}"): (_removable_cluster, 200),
     ("POST", "/api/v1/clusters/{name}/cordon"): (fixed("/api/v1/clusters/east/cordon"), 200),
     ("POST", "/api/v1/clusters/{name}/uncordon"):
