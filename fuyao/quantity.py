@@ -69,10 +69,20 @@ def parse_quantity(value: str | int | float, *, what: str = "quantity") -> Decim
     return number
 
 
+INT64_MAX = 2 ** 63 - 1   # what the wire carries (millicores, milli-GPUs, MiB)
+
+
+def _wire_int(value: Decimal, what: str, shown: str | int | float) -> int:
+    number = int(value.to_integral_value(rounding="ROUND_CEILING"))
+    if number > INT64_MAX:
+        raise InvalidInput(f"{what}: {shown!r} is out of range")
+    return number
+
+
 def parse_cpu_milli(value: str | int | float) -> int:
-    """CPU in millicores: ``"500m"`` -> 500, ``2`` -> 2000, ``"1.5"`` -> 1500."""
-    milli = parse_quantity(value, what="cpu") * 1000
-    return int(milli.to_integral_value(rounding="ROUND_CEILING"))
+    """CPU in millicores: ``"500m"`` -> 500, ``2`` -> 2000, ``"1.5"`` -> 1500 (at most what
+    an int64 holds: about 9.2e15 cores)."""
+    return _wire_int(parse_quantity(value, what="cpu") * 1000, "cpu", value)
 
 
 def parse_memory_mib(value: str | int | float) -> int:
@@ -94,8 +104,7 @@ def parse_gpu_milli(value: str | int | float) -> int:
 
     More than one device must be whole: ``1.5`` GPUs is an error.
     """
-    exact = parse_quantity(value, what="gpu") * 1000
-    milli = int(exact.to_integral_value(rounding="ROUND_CEILING"))
+    milli = _wire_int(parse_quantity(value, what="gpu") * 1000, "gpu", value)
     if milli > 1000 and milli % 1000:
         raise InvalidInput(f"gpu: {value!r}: more than one GPU must be a whole number")
     return milli

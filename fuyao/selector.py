@@ -146,9 +146,16 @@ class Selector:
         return not self.requirements
 
 
+MAX_SELECTOR_CHARS = 8192     # a task's whole effective selector
+MAX_REQUIREMENTS = 64
+
+
 @lru_cache(maxsize=4096)
 def parse_selector(text: str, catalog: Catalog = DEFAULT_CATALOG) -> Selector:
-    """Parse selector text; ``""`` is the empty selector. Raises ``InvalidInput``."""
+    """Parse selector text; ``""`` is the empty selector. Raises ``InvalidInput``; at most
+    ``MAX_SELECTOR_CHARS`` characters and ``MAX_REQUIREMENTS`` requirements."""
+    if len(text) > MAX_SELECTOR_CHARS:
+        raise InvalidInput(f"selector: longer than {MAX_SELECTOR_CHARS} characters")
     return _Parser(text, catalog).parse()
 
 
@@ -384,6 +391,8 @@ class _Parser:
             return Selector()
         requirements = [self._requirement()]
         while self._peek().kind == "comma":
+            if len(requirements) >= MAX_REQUIREMENTS:
+                self._fail(f"more than {MAX_REQUIREMENTS} requirements", self._peek())
             self.at += 1
             if self._peek().kind in ("comma", "end"):
                 self._fail("empty requirement after ','", self._peek())

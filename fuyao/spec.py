@@ -63,13 +63,41 @@ def check_platform(value: str) -> str:
     return value
 
 
+LABEL_VALUE_PATTERN = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+MAX_LABELS = 64
+MAX_COMMAND_ARGS = 256
+MAX_COMMAND_BYTES = 64 * 1024
+MAX_IMAGE_CHARS = 1024
+MAX_SELECTOR_CHARS = 4096
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a Kubernetes label key (None if it is one): an optional DNS
+    subdomain prefix of at most 253 characters and '/', then a name of at most 63."""
+    prefix, _, name = key.rpartition("/")
+    if not LABEL_KEY_PATTERN.match(key) or len(name) > 63 or len(prefix) > 253:
+        return (f"label key {key[:80]!r} is not a valid label key (an optional DNS prefix "
+                "and '/', then at most 63 letters, digits, '-', '_' or '.', alphanumeric at "
+                "both ends)")
+    return None
+
+
+def label_value_problem(key: str, value: str) -> str | None:
+    """Why ``value`` is not a Kubernetes label value (None if it is one)."""
+    if len(value) > 63 or not LABEL_VALUE_PATTERN.match(value):
+        return (f"label {key[:80]}: value {value[:80]!r} must be at most 63 letters, digits, "
+                "'-', '_' or '.', starting and ending with a letter or digit (or empty)")
+    return None
+
+
 def check_labels(labels: dict[str, str]) -> dict[str, str]:
-    """Label keys as Kubernetes spells them; values are strings of at most 63 characters."""
+    """Label keys and values as Kubernetes validates them; at most 64 labels."""
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"at most {MAX_LABELS} labels, got {len(labels)}")
     for key, value in labels.items():
-        if not LABEL_KEY_PATTERN.match(key) or len(key) > 253:
-            raise ValueError(f"label key {key!r} is not a valid label key")
-        if len(value) > 63:
-            raise ValueError(f"label {key}: value longer than 63 characters")
+        problem = label_key_problem(key) or label_value_problem(key, value)
+        if problem:
+            raise ValueError(problem)
     return labels
 
 
@@ -265,6 +293,33 @@ class TaskSpec(BaseModel):
     def _image(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("image must not be empty")
+        if len(value) > MAX_IMAGE_CHARS or any(c.isspace() or not c.isprintable()
+                                                for c in value):
+            raise ValueError(f"image must be at most {MAX_IMAGE_CHARS} characters without "
+                             "spaces or control characters")
+        return value
+
+    @field_validator("cpu", "memory", "gpu", "gpu_memory", "gpu_mem", "duration", mode="before")
+    @classmethod
+    def _not_bool(cls, value: object) -> object:
+        if isinstance(value, bool):   # JSON true would otherwise read as 1
+            raise ValueError(f"{str(value).lower()} is not a quantity (e.g. 500m, 4, 16Gi)")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        size = sum(len(arg.encode()) for arg in value)
+        if len(value) > MAX_COMMAND_ARGS or size > MAX_COMMAND_BYTES:
+            raise ValueError(f"command must have at most {MAX_COMMAND_ARGS} arguments and "
+                             f"{MAX_COMMAND_BYTES} bytes in all (got {len(value)}, {size})")
+        return value
+
+    @field_validator("selector", "gpu_model")
+    @classmethod
+    def _bounded_text(cls, value: str | None) -> str | None:
+        if value is not None and len(value) > MAX_SELECTOR_CHARS:
+            raise ValueError(f"at most {MAX_SELECTOR_CHARS} characters")
         return value
 
     @model_validator(mode="after")

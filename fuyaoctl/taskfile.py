@@ -20,9 +20,10 @@ from pydantic import ValidationError
 
 from fuyao.errors import InvalidInput
 from fuyao.spec import TaskSpec
-from fuyaoctl.validation import Location, problems
+from fuyaoctl.validation import Location, brief, problems
 
 STDIN = "-"
+MAX_ERRORS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,10 @@ def parse_task_file(text: str, source: str) -> TaskFile:
     specs, errors = _validate(entries, source)
     errors.extend(_duplicates(entries, source))
     if errors:
-        raise InvalidInput("\n".join(errors))
+        shown = [e if len(e) <= 500 else e[:500] + "..." for e in errors[:MAX_ERRORS]]
+        if len(errors) > MAX_ERRORS:
+            shown.append(f"... and {len(errors) - MAX_ERRORS} more problems")
+        raise InvalidInput("\n".join(shown))
     return TaskFile(source=source, specs=specs, batch=batch)
 
 
@@ -74,7 +78,7 @@ def _validate(
         label = _label(data, index)
         if not isinstance(data, dict):
             errors.append(f"{source}:{node.start_mark.line + 1}: {label}: "
-                          f"expected a mapping of task fields, found {data!r}")
+                          f"expected a mapping of task fields, found {brief(data)}")
             continue
         try:
             specs.append(TaskSpec.model_validate(data))

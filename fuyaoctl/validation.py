@@ -9,6 +9,7 @@ and its value, so nothing malformed ever leaves the client.
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -46,11 +47,23 @@ def problems(model: type[BaseModel], exc: ValidationError) -> list[tuple[Locatio
     return [_describe(model, errors) for errors in groups.values()]
 
 
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
+_BRIEF.maxlist = _BRIEF.maxdict = _BRIEF.maxtuple = 4
+_BRIEF.maxlevel = 2
+
+
+def brief(value: Any) -> str:
+    """A short repr of user input for an error message: never the whole of a huge value
+    (a YAML alias bomb expands to megabytes)."""
+    return _BRIEF.repr(value)
+
+
 def _describe(model: type[BaseModel], errors: list[ErrorDetails]) -> tuple[Location, str]:
     first = errors[0]
     loc: Location = tuple(first["loc"])
     if len(errors) > 1:
-        return loc[:1], f"{loc[0]}: invalid value {first['input']!r}"
+        return loc[:1], f"{loc[0]}: invalid value {brief(first['input'])}"
     where = ".".join(str(part) for part in loc)
     kind = first["type"]
     if kind == "extra_forbidden":
@@ -59,7 +72,7 @@ def _describe(model: type[BaseModel], errors: list[ErrorDetails]) -> tuple[Locat
         return loc, f"{where}: required field is missing"
     message = first["msg"].removeprefix("Value error, ")
     if kind != "value_error":  # our own validators already quote the value
-        message = f"{message} (got {first['input']!r})"
+        message = f"{message} (got {brief(first['input'])})"
     return loc, f"{where}: {message}" if where else message
 
 
