@@ -5,7 +5,6 @@ exact reason, and hypothesis properties for the selector, quantity and label par
 from __future__ import annotations
 
 import contextlib
-
 from typing import Any
 
 import pytest
