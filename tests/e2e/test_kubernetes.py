@@ -6,7 +6,6 @@ against a stand-in API server whose scheduler loop binds the pods (``tests/agent
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
 import sys
@@ -67,7 +66,7 @@ class Federation:
     def ctl(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         exe = Path(sys.executable).parent / "fuyaoctl"
         done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=90,
-                              env={**os.environ, "FUYAO_HUB": self.stack.url})
+                              env=self.stack.env())
         if ok:
             assert done.returncode == 0, done.stderr
         return done
