@@ -2,10 +2,11 @@
 
 Registered in ``fuyaoctl.cli`` (added to the ``task`` and ``cluster`` groups). Both
 long-poll ``GET /api/v1/events`` through ``Client.watch``, which resumes after the last
-event seen when the hub is lost or fails over. ``task watch NAME`` first prints the task's history, then follows it and exits when the
-task ends (0), or when ``--timeout`` passes first (1); an ended task prints its history and
-exits at once. Without NAME, and for ``cluster watch``, it follows until Ctrl-C or
-``--timeout`` (0). ``--since ID`` resumes after an event id instead of printing history.
+event seen when the hub is lost or fails over. ``task watch NAME`` first prints the task's
+history, then follows it and exits when the task ends (0), or when ``--timeout`` passes
+first (1); an ended task prints its history and exits at once. Without NAME, and for
+``cluster watch``, it follows until Ctrl-C or ``--timeout`` (0). ``--since ID`` resumes
+after an event id instead of printing history.
 """
 
 from __future__ import annotations
