@@ -54,7 +54,7 @@ def test_the_standby_serves_reads_and_refuses_writes_naming_the_leader(
             assert standby.get_task("seen").name == "seen"
             assert [t.name for t in standby.list_tasks()] == ["seen"]
         health = httpx.get(f"http://127.0.0.1:{hubs.b.health_port}/readyz").json()
-        assert health == {"ready": True, "role": "standby"}
+        assert health == {"ready": True, "role": "standby", "redis": "off"}
 
 
 def test_kill_the_leader_mid_batch_the_standby_takes_over_and_no_task_is_lost_or_repeated(
