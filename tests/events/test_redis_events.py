@@ -10,12 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from hub.api import create_health_app
-from hub.events.redis_stream import STREAM
 from tests.hub.conftest import HubHarness, start_harness, stop_harness
-from tests.support.redis import RedisServer
+from tests.support.redis import RedisServer, stream_events
 
 
 @pytest.fixture
@@ -25,16 +23,6 @@ async def hub(tmp_path: Path, redis_server: RedisServer) -> AsyncIterator[HubHar
         yield h
     finally:
         await stop_harness(h)
-
-
-def stream_kinds(server: RedisServer) -> list[tuple[str, str]]:
-    client = redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True)
-    try:
-        import json
-        return [(json.loads(f["event"])["name"], json.loads(f["event"])["kind"])
-                for _, f in client.xrange(STREAM)]
-    finally:
-        client.close()
 
 
 async def until(check: object, timeout: float = 20.0) -> None:
@@ -53,7 +41,7 @@ async def test_events_go_to_the_stream_and_watchers_read_them_there(
         "since": start["next"], "timeout": 10, "name": "t1"})).json()
     assert [e["kind"] for e in page["events"]][:1] == ["Submitted"]
     assert "-" in page["events"][0]["id"]                 # a Redis stream id
-    await until(lambda: ("t1", "Submitted") in stream_kinds(redis_server))
+    await until(lambda: ("t1", "Submitted") in stream_events(redis_server))
 
 
 async def test_redis_down_the_hub_keeps_placing_says_degraded_and_catches_up(
@@ -79,7 +67,7 @@ async def test_redis_down_the_hub_keeps_placing_says_degraded_and_catches_up(
         redis_server.start()                         # back (empty: no persistence)
         await until(lambda: hub.hub.events.redis.status()["pending"] == 0,  # type: ignore[union-attr]
                     timeout=30)
-        caught = stream_kinds(redis_server)
+        caught = stream_events(redis_server)
         assert all((name, "Submitted") in caught for name in names)
         ready = (await health.get("/readyz")).json()
         assert ready["redis"] == "ok" and "degraded" not in ready

@@ -8,10 +8,12 @@ without persistence forgets, like a restarted cache), ``close()`` for good.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
@@ -75,3 +77,14 @@ def start_redis() -> RedisServer:
     server = RedisServer()
     server.start()
     return server
+
+
+def stream_events(server: RedisServer, stream: str = "fuyao:events") -> list[tuple[str, str]]:
+    """(name, kind) of every event in the hub's Redis stream, oldest first."""
+    client = redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True)
+    try:
+        entries: Any = client.xrange(stream)
+        return [(json.loads(f["event"])["name"], json.loads(f["event"])["kind"])
+                for _, f in entries]
+    finally:
+        client.close()
