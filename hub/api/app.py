@@ -26,6 +26,7 @@ from hub.api import (
     auth,
     capacity,
     clusters,
+    events,
     explain,
     ha,
     jointokens,
@@ -92,6 +93,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(planning.router)
     app.include_router(ui_router)
     ha.install(app, hub)
+    app.include_router(events.router)
     app.add_middleware(Guardrails, max_body_bytes=hub.config.max_body_bytes)   # outermost
 
     @app.exception_handler(FuyaoError)
@@ -139,9 +141,12 @@ def create_health_app(hub: Hub) -> FastAPI:
         # A standby is ready: it serves reads and answers writes with the leader's address.
         role = "leader" if hub.ha.leading else "standby"
         ready = bool(hub.started) or (role == "standby" and hub.ha.lost is None)
-        body: dict[str, Any] = {"ready": ready, "role": role, "auth": hub.auth.mode}
+        body: dict[str, Any] = {"ready": ready, "role": role, **hub.events.readiness(),
+                                "auth": hub.auth.mode}
         if not hub.auth.enabled:
             body["warning"] = OPEN_WARNING
+        if body["redis"] == "down":     # degraded, not failed: placement goes on
+            body["degraded"] = True
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")

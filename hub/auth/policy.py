@@ -102,6 +102,7 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", f"{V1}/capacity/report"): Rule(Access.READ),
     ("GET", f"{V1}/audit"): Rule(Access.READ_ALL),
     ("GET", f"{V1}/hub/status"): Rule(Access.READ),
+    ("GET", f"{V1}/events"): Rule(Access.READ_ALL),      # every task's and cluster's events
 }
 
 

@@ -157,6 +157,7 @@ CASES: dict[tuple[str, str], tuple[Prepare, int]] = {
     ("POST", "/api/v1/capacity/report"): (fixed("/api/v1/capacity/report", {}), 200),
     ("GET", "/api/v1/audit"): (fixed("/api/v1/audit"), 200),
     ("GET", "/api/v1/hub/status"): (fixed("/api/v1/hub/status"), 200),
+    ("GET", "/api/v1/events"): (fixed("/api/v1/events?timeout=0"), 200),
 }
 
 
