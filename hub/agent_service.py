@@ -90,6 +90,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         try:
             cluster = await self.hub.clusters.authenticate(_bearer(context))
         except FuyaoError as exc:
+            await self.hub.audit("agent.connect", "", f"refused: {exc.message}",
+                                 agent_actor("", context.peer()))
             await _abort(context, exc)
             return
         # Initial metadata tells the agent it was accepted; it writes nothing before it (a
@@ -156,6 +158,24 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             return FuyaoError(f"hub error handling an agent message: {type(exc).__name__}")
         return None
 
+    async def _forged(self, cluster: str, report: pb.TaskReport) -> bool:
+        """True (and audited) for a status of a task this cluster was never given: another
+        cluster's task. Changes nothing; a stale copy of a task that moved away is not forged
+        (the hub cancels it)."""
+        task = self.hub.tasks.active.get(report.task_id)
+        if task is None or task.cluster in (None, cluster):
+            return False
+        placed = await self.hub.writer.read(self.hub.store.placements, report.task_id)
+        if any(p.cluster == cluster for p in placed):
+            return False
+        log.warning("cluster %s reported task %s, which was never placed there: refused",
+                    cluster, task.name)
+        await self.hub.audit("agent.report", task.name,
+                             f"refused: cluster {cluster} reported a status for task "
+                             f"{task.name}, which is placed on {task.cluster}",
+                             agent_actor(cluster))
+        return True
+
     async def handle(self, session: AgentSession, msg: pb.AgentMessage) -> None:
         """Apply one agent message, in stream order."""
         hub = self.hub
@@ -192,6 +212,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 sent_unix_ms=msg.heartbeat.sent_unix_ms,
                 lease_seconds=hub.config.timings.member_lease)))
         elif kind == "task":
+            if await self._forged(cluster, msg.task):
+                return
             send_all(hub.sessions, await hub.tasks.report(cluster, msg.task))
             if msg.task.phase in (pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED,
                                   pb.TASK_PHASE_CANCELLED, pb.TASK_PHASE_BOUND,

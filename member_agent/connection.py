@@ -111,6 +111,18 @@ _RESYNC = _Marker("resync")
 _Outbound = BackendEvent | _Marker
 
 
+TLS_HINT = ("; the hub serves TLS on its agent port: pass --ca-cert <cluster>-ca.crt (the "
+            "ca_cert that `fuyaoctl cluster join` printed)")
+
+
+def with_tls_hint(error: FuyaoError, ca_cert: Path | None) -> FuyaoError:
+    """A plaintext agent dialing a TLS hub sees only "Socket closed": say why."""
+    if ca_cert is None and isinstance(error, Transient) and any(
+            s in error.message for s in ("Socket closed", "Connection reset", "handshake")):
+        return Transient(error.message + TLS_HINT)
+    return error
+
+
 def rpc_error(exc: grpc.aio.AioRpcError, doing: str) -> FuyaoError:
     """Our error for a gRPC failure: transient codes -> ``Transient``, others by kind."""
     code, details = exc.code(), exc.details() or ""
@@ -173,7 +185,8 @@ class Agent:
             response: pb.RegisterResponse = await stub.Register(request)
         except grpc.aio.AioRpcError as exc:
             self._leader_hint = leader_hint(exc.trailing_metadata())
-            error = rpc_error(exc, f"registering cluster {self.config.cluster!r}")
+            error = with_tls_hint(rpc_error(exc, f"registering cluster {self.config.cluster!r}"),
+                                  self.config.ca_cert)
             if isinstance(error, Unauthenticated | Conflict):
                 raise type(error)(
                     f"{error.message} (the join token is invalid, expired or already used; "
@@ -252,7 +265,7 @@ class Agent:
         if lasted >= self.config.healthy_after:
             log.warning("%s; reconnecting", message)
             return  # a fresh backoff series
-        raise Transient(message)
+        raise with_tls_hint(Transient(message), self.config.ca_cert)
 
     async def _write_inventory(self, call: Any) -> None:
         """Drop queued events (the snapshot covers them), then send the full inventory."""

@@ -41,12 +41,16 @@ def parse_url(url: str) -> URL:
     """Check a store URL and pin its driver: SQLite file (pysqlite) or PostgreSQL (psycopg)."""
     try:
         parsed = sa.make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError):     # ValueError: a port that is not a number
+        shown_url = url.split("@", 1)[-1] if "@" in url else url
         raise InvalidInput(
-            f"store URL {url!r} is not a database URL: use sqlite:///ABS/PATH.db or "
-            "postgresql://USER@HOST:PORT/DB"
-        ) from exc
+            f"store URL ...{shown_url!r} is not a database URL (is the port a number?): use "
+            "sqlite:///ABS/PATH.db or postgresql://USER@HOST:PORT/DB"
+        ) from None
     shown = parsed.render_as_string(hide_password=True)
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise InvalidInput(f"store URL {shown!r}: port {parsed.port} is not a TCP port "
+                           "(1-65535)")
     if parsed.drivername in _SQLITE_DRIVERS:
         path = parsed.database or ""
         if path in ("", ":memory:") or path.startswith("file:"):
