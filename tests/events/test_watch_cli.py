@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 def fuyaoctl(stack: LocalStack, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "fuyaoctl", "--hub", stack.url, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=stack.env())
 
 
 @pytest.fixture(params=["redis", "no-redis"])
