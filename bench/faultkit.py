@@ -157,7 +157,8 @@ class TaskStream:
     def stop(self) -> None:
         """Stop submitting (waits for the batch in flight)."""
         self._stop.set()
-        self._thread.join(30)
+        if self._thread.ident is not None:
+            self._thread.join(30)
 
     def wait_done(self, timeout: float = 120.0) -> None:
         """Wait until a stream with a ``limit`` has submitted everything."""
@@ -331,12 +332,13 @@ def overlaps(copies: list[Copy]) -> bool:
     return False
 
 
-def audit(scenario: Scenario, stream: TaskStream, attempts: int = 5) -> Figures:
+def audit(scenario: Scenario, stream: TaskStream, attempts: int = 30) -> Figures:
     """Judge every task the stream got acknowledged (and any uncertain one the hub has).
 
     The hub's view and the copy logs are read one after the other while tasks keep
     finishing, so a copy that ends between the two reads looks inconsistent: such a
-    snapshot is taken again (a real problem stays)."""
+    snapshot is taken again, for up to ``attempts`` seconds (a loaded hub may be seconds
+    behind its agents' reports); a real problem stays."""
     for _ in range(attempts - 1):
         result = _audit_once(scenario, stream)
         if not result["problems"]:
