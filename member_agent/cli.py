@@ -202,9 +202,11 @@ def command(
         )
         lease = None
         if backend == "kube":
-            from member_agent.kubelease import KubeLease, default_api
+            from member_agent.backends.kube import KubeBackend
+            from member_agent.kubelease import KubeLease
 
-            lease = KubeLease(default_api(), namespace, lease_name)
+            assert isinstance(chosen, KubeBackend)
+            lease = KubeLease(chosen.api_client, namespace, lease_name)
         asyncio.run(_run_until_signalled(Agent(config, chosen, lease)))
     except FuyaoError as exc:
         click.echo(f"fuyao-agent: error: {exc.message}", err=True)

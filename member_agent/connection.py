@@ -338,8 +338,8 @@ class Agent:
         if lease_seconds and self.lease is not None:
             try:
                 await self.lease.renew_lease(sent, lease_seconds)
-            except FuyaoError as exc:   # not renewed: the member fences, the safe side
-                log.warning("could not renew the member's lease: %s", exc.message)
+            except Exception as exc:   # not renewed: the member fences, the safe side
+                log.warning("could not renew the member's lease: %s", exc)
 
     async def _beat(self) -> None:
         while True:

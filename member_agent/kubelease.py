@@ -82,8 +82,6 @@ class KubeLease:
         except ApiException as exc:
             raise Transient(f"cannot renew Lease {self.namespace}/{self.name}: "
                             f"{exc.status} {exc.reason}") from exc
-
-
-def default_api() -> client.ApiClient:
-    """An API client on the configuration the kube backend already loaded."""
-    return client.ApiClient()
+        except Exception as exc:    # the connection itself (urllib3, OSError)
+            raise Transient(f"cannot renew Lease {self.namespace}/{self.name}: "
+                            f"{type(exc).__name__}: {exc}") from exc
