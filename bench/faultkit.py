@@ -119,8 +119,10 @@ class TaskStream:
     """Submits ``batch`` tasks every ``every`` seconds until stopped, in a thread."""
 
     def __init__(self, url: str, *, batch: int, every: float, durations: tuple[float, ...],
-                 prefix: str = "t", limit: int | None = None, failover: str | None = None) -> None:
+                 prefix: str = "t", limit: int | None = None, failover: str | None = None,
+                 token: str | None = None) -> None:
         self.url = url
+        self.token = token
         self.batch, self.every, self.durations = batch, every, durations
         self.prefix, self.limit, self.failover = prefix, limit, failover
         self.acked: list[str] = []
@@ -142,7 +144,7 @@ class TaskStream:
         return spec
 
     def _run(self) -> None:
-        with Client(self.url, timeout=5.0) as client:
+        with Client(self.url, token=self.token, timeout=5.0) as client:
             while not self._stop.is_set():
                 if self.limit is not None and self._n >= self.limit:
                     return
@@ -260,11 +262,11 @@ class Scenario:
             proc.wait(10)
 
     def client(self) -> Client:
-        return Client(self.stack.url, timeout=30.0)
+        return Client(self.stack.url, token=self.stack.token, timeout=30.0)
 
     def stream(self, **kwargs: Any) -> TaskStream:
         """A started task stream against this hub."""
-        return TaskStream(self.stack.url, **kwargs).start()
+        return TaskStream(self.stack.url, token=self.stack.token, **kwargs).start()
 
     def wait_settled(self, timeout: float = 120.0) -> None:
         """Wait until no task is Placed (dispatched, not yet running): every task then is
