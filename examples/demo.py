@@ -67,6 +67,17 @@ def settle(stack: LocalStack, timeout: float) -> None:
             time.sleep(0.5)
 
 
+def task_features(hub: str) -> None:
+    """Profiles, a dry-run, GPU memory sharing, a DAG and why a task waits (issue 9)."""
+    fuyaoctl(hub, "profile", "apply", "-f", str(ROOT / "profiles" / "llm-train.yaml"))
+    fuyaoctl(hub, "task", "submit", "--name", "probe", "--gpu", "1", "--gpu-model", "T4",
+             "--dry-run")
+    fuyaoctl(hub, "task", "submit", "--name", "nb", "--gpu-mem", "8Gi", "--gpu-model", "A100",
+             "--duration", "1h")
+    fuyaoctl(hub, "task", "submit", "-f", str(TASKS / "dag.yaml"))
+    fuyaoctl(hub, "task", "explain", "too-big")
+
+
 def main() -> int:
     """Run the demo."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -92,6 +103,7 @@ def main() -> int:
         settle(stack, timeout=30)
         fuyaoctl(stack.url, "task", "list")
         fuyaoctl(stack.url, "task", "describe", "too-big")
+        task_features(stack.url)
         fuyaoctl(stack.url, "capacity")
         fuyaoctl(stack.url, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
         fuyaoctl(stack.url, "capacity", "n-1")

@@ -18,7 +18,7 @@ from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import capacity as capacity_commands
-from fuyaoctl.commands import explain, profile
+from fuyaoctl.commands import explain, profile, taint
 from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
@@ -272,6 +272,7 @@ from fuyaoctl.commands import hub as _hub  # noqa: E402
 cli.add_command(_hub.hub)
 
 task.add_command(explain.task_explain)
+cluster.add_command(taint.cluster_taint)
 cli.add_command(profile.profile)
 cli.add_command(queue_commands.queue)
 

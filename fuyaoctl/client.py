@@ -49,6 +49,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyao.taints import Taint
 from fuyaoctl.capacity_api import CapacityApi
 from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
@@ -251,6 +252,12 @@ class Client(QueueCalls, CapacityApi):
                     f"it is {view.state}"
                 )
             time.sleep(min(interval, remaining))
+
+    def set_taints(self, name: str, taints: Iterable[Taint | Mapping[str, Any]]) -> ClusterView:
+        """Replace a cluster's taints (``[]`` removes them all)."""
+        body = {"taints": [Taint.model_validate(t).model_dump() for t in taints]}
+        return self._parse(_CLUSTER, self._call("PUT", f"/clusters/{_seg(name)}/taints",
+                                                body=body))
 
     # -- profiles ----------------------------------------------------------------------------
 

@@ -103,6 +103,7 @@ def placement_request(task_id: str, spec: TaskSpec, priority: int) -> PlacementR
         else None,
         cluster_preference=tuple((parse_selector(p.selector), p.weight)
                                  for p in spec.cluster_preference),
+        tolerations=tuple(spec.tolerations),
     )
 
 

@@ -18,7 +18,18 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, explain, ha, planning, profiles, queues, tasks
+from hub.api import (
+    audit,
+    capacity,
+    clusters,
+    explain,
+    ha,
+    planning,
+    profiles,
+    queues,
+    taints,
+    tasks,
+)
 from hub.core import Hub
 from hub.ui import router as ui_router
 
@@ -45,6 +56,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(clusters.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)
+    app.include_router(taints.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)

@@ -58,6 +58,16 @@ def test_profiles_queues_dependencies_dry_run_memory_sharing_dag_and_explain(
     assert probe["cluster"] == "west" and len(probe["nodes"]) == 1
     assert probe["model"] == "T4" and list(probe["scores"]) == ["west"]
     assert "probe" not in [t["name"] for t in ctl_json(stack, "task", "list")]
+    tainted = ctl_json(stack, "cluster", "taint", "west", "dedicated=ml:NoSchedule")
+    assert tainted["taints"] == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    nowhere = ctl_json(stack, "task", "submit", "--name", "probe", "--gpu", "1", "--gpu-model",
+                       "T4", "--dry-run")
+    assert nowhere["cluster"] is None and nowhere["histogram"] == {
+        "cluster has a taint the task does not tolerate: dedicated=ml:NoSchedule": 1,
+        "no node matches fuyao.io/gpu-model=T4": 1}
+    assert ctl_json(stack, "cluster", "taint", "west", "dedicated=ml:NoSchedule-")["taints"] == []
+    bad = ctl(stack, "cluster", "taint", "west", "dedicated=ml", ok=False)
+    assert bad.returncode == 2 and "must look like key=value:NoSchedule" in bad.stderr
     ctl(stack, "task", "submit", "--name", "nb", "--gpu-mem", "8Gi", "--gpu-model", "A100",
         "--duration", "1h")
 
