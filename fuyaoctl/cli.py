@@ -18,6 +18,7 @@ from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import capacity as capacity_commands
+from fuyaoctl.commands import catalog as catalog_commands
 from fuyaoctl.commands import explain, profile, taint
 from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
@@ -275,6 +276,7 @@ cli.add_command(_hub.hub)
 
 task.add_command(explain.task_explain)
 cluster.add_command(taint.cluster_taint)
+cli.add_command(catalog_commands.catalog)
 cli.add_command(profile.profile)
 cli.add_command(queue_commands.queue)
 

@@ -36,7 +36,7 @@ from fuyao.errors import (
     InvalidInput,
     Transient,
 )
-from fuyao.insight import DryRunView, ExplainView
+from fuyao.insight import CatalogView, DryRunView, ExplainView
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -70,6 +70,7 @@ _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
 _DRY_RUN = TypeAdapter(DryRunView)
+_CATALOG = TypeAdapter(CatalogView)
 _PROFILE = TypeAdapter(ProfileView)
 _PROFILES = TypeAdapter(list[ProfileView])
 _EXPLAIN = TypeAdapter(ExplainView)
@@ -258,6 +259,10 @@ class Client(QueueCalls, CapacityApi):
         body = {"taints": [Taint.model_validate(t).model_dump() for t in taints]}
         return self._parse(_CLUSTER, self._call("PUT", f"/clusters/{_seg(name)}/taints",
                                                 body=body))
+
+    def catalog(self) -> CatalogView:
+        """The hub's accelerator catalog: models (vendor, kind, rank, memory) and aliases."""
+        return self._parse(_CATALOG, self._call("GET", "/catalog"))
 
     # -- profiles ----------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ class HubConfig:
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
+    catalog: dict[str, Any] | None = None   # models and aliases added (hub.catalogs)
     queueing: dict[str, Any] | None = None  # backfill/preemption (hub.queueing.QueueingConfig)
 
     @property

@@ -21,6 +21,7 @@ from fuyao.spec import error_body
 from hub.api import (
     audit,
     capacity,
+    catalog,
     clusters,
     explain,
     ha,
@@ -57,6 +58,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(explain.router)
     app.include_router(profiles.router)
     app.include_router(taints.router)
+    app.include_router(catalog.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)
