@@ -58,6 +58,7 @@ class HubConfig:
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
     catalog: dict[str, Any] | None = None   # models and aliases added (hub.catalogs)
     queueing: dict[str, Any] | None = None  # backfill/preemption (hub.queueing.QueueingConfig)
+    secrets_key_file: Path | None = None    # encrypts push members' credentials (hub.push)
 
     @property
     def store_url(self) -> str:
