@@ -66,6 +66,17 @@ def settle(stack: LocalStack, timeout: float) -> None:
             time.sleep(0.5)
 
 
+def task_features(hub: LocalStack) -> None:
+    """Profiles, a dry-run, GPU memory sharing, a DAG and why a task waits (issue 9)."""
+    fuyaoctl(hub, "profile", "apply", "-f", str(ROOT / "profiles" / "llm-train.yaml"))
+    fuyaoctl(hub, "task", "submit", "--name", "probe", "--gpu", "1", "--gpu-model", "T4",
+             "--dry-run")
+    fuyaoctl(hub, "task", "submit", "--name", "nb", "--gpu-mem", "8Gi", "--gpu-model", "A100",
+             "--duration", "1h")
+    fuyaoctl(hub, "task", "submit", "-f", str(TASKS / "dag.yaml"))
+    fuyaoctl(hub, "task", "explain", "too-big")
+
+
 def main() -> int:
     """Run the demo."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -94,6 +105,7 @@ def main() -> int:
         settle(stack, timeout=30)
         fuyaoctl(stack, "task", "list")
         fuyaoctl(stack, "task", "describe", "too-big")
+        task_features(stack)
         fuyaoctl(stack, "capacity")
         fuyaoctl(stack, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
         fuyaoctl(stack, "capacity", "n-1")

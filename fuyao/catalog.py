@@ -14,7 +14,7 @@ at 10, so a GPU rank and an NPU rank must never be compared; the selector refuse
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from fuyao.errors import InvalidInput
@@ -133,6 +133,25 @@ class Catalog:
                 self._memo.clear()
             self._memo[raw] = hit
         return hit
+
+    def extend(self, models: Iterable[AcceleratorModel],
+               aliases: Mapping[str, str]) -> Callable[[], None]:
+        """Add models (one of the same name is replaced) and aliases to this catalog in
+        place - the hub does, once, from its configuration (``hub.catalogs``) - and return
+        what undoes it. Checked like a new catalog: nothing changes if it is refused."""
+        added = list(models)
+        names = {m.name.lower() for m in added}
+        kept = [m for m in self._models.values() if m.name.lower() not in names]
+        merged = Catalog([*kept, *added], {**self._aliases, **aliases})
+        saved = (self._models, self._aliases)
+
+        def undo() -> None:
+            self._models, self._aliases = saved
+            self._memo.clear()
+
+        self._models, self._aliases = merged._models, merged._aliases
+        self._memo.clear()
+        return undo
 
     def with_aliases(self, aliases: Mapping[str, str]) -> Catalog:
         """A new catalog with this one's aliases plus ``aliases`` (the new ones win)."""

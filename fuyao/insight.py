@@ -45,6 +45,24 @@ class DryRunView(BaseModel):
     alternatives: list[NearestFit] = Field(default_factory=list)
 
 
+class CatalogModel(BaseModel):
+    """One accelerator model of the hub's catalog."""
+
+    name: str
+    vendor: str
+    kind: str
+    rank: int | None = None
+    memory_gib: float = 0
+    aliases: list[str] = Field(default_factory=list, description="raw strings mapped to it")
+
+
+class CatalogView(BaseModel):
+    """``fuyaoctl catalog``: every model (GPUs then NPUs, by rank) and the alias table."""
+
+    models: list[CatalogModel]
+    aliases: dict[str, str] = Field(default_factory=dict)
+
+
 class ExplainView(BaseModel):
     """Why a task waits (or where it went): Karmada's reason histogram, the queue state,
     per-plugin scores of the clusters that fit, and the nearest fit."""

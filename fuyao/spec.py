@@ -23,6 +23,7 @@ from fuyao.quantity import (
     parse_gpu_milli,
     parse_memory_mib,
 )
+from fuyao.taints import Taint, Toleration
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_KEY_PATTERN = re.compile(
@@ -211,6 +212,8 @@ class TaskSpec(BaseModel):
     score_weights: dict[str, float] = Field(
         default_factory=dict, max_length=16,
         description="placement score weights by plugin, e.g. {Headroom: 0, Pack: 3}")
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32,
+                                          description="cluster taints the task tolerates")
     preemptible: bool = Field(
         default=True, description="false: never evicted to make room for another task")
 
@@ -487,6 +490,7 @@ class ClusterView(BaseModel):
     gpus_unschedulable: dict[str, int] = Field(
         default_factory=dict, description="of those, devices on cordoned or NotReady nodes")
     tasks: int = Field(default=0, description="tasks placed or running here")
+    taints: list[Taint] = Field(default_factory=list, description="only tolerating tasks")
 
 
 class CapacityRow(BaseModel):

@@ -23,7 +23,8 @@ from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import auth as auth_commands
 from fuyaoctl.commands import capacity as capacity_commands
-from fuyaoctl.commands import cluster_token, explain, profile
+from fuyaoctl.commands import catalog as catalog_commands
+from fuyaoctl.commands import cluster_token, explain, profile, taint
 from fuyaoctl.commands import config as config_commands
 from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.config import Config
@@ -367,6 +368,8 @@ task.add_command(_watch.task_watch)
 cluster.add_command(_watch.cluster_watch)
 
 task.add_command(explain.task_explain)
+cluster.add_command(taint.cluster_taint)
+cli.add_command(catalog_commands.catalog)
 cli.add_command(profile.profile)
 cli.add_command(queue_commands.queue)
 

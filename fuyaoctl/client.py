@@ -44,7 +44,7 @@ from fuyao.identity import (
     TokenView,
     WhoAmI,
 )
-from fuyao.insight import DryRunView, ExplainView
+from fuyao.insight import CatalogView, DryRunView, ExplainView
 from fuyao.pushjoin import PushJoinRequest, PushJoinResponse
 from fuyao.spec import (
     DEFAULT_HEADROOM,
@@ -58,6 +58,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyao.taints import Taint
 from fuyaoctl.capacity_api import CapacityApi
 from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
@@ -85,6 +86,7 @@ _JOIN_TOKENS = TypeAdapter(list[JoinTokenView])
 CONTINUE_HEADER: Final = "X-Continue"
 MUTATIONS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _DRY_RUN = TypeAdapter(DryRunView)
+_CATALOG = TypeAdapter(CatalogView)
 _PROFILE = TypeAdapter(ProfileView)
 _PROFILES = TypeAdapter(list[ProfileView])
 _EXPLAIN = TypeAdapter(ExplainView)
@@ -314,6 +316,16 @@ class Client(QueueCalls, CapacityApi):
                     f"it is {view.state}"
                 )
             time.sleep(min(interval, remaining))
+
+    def set_taints(self, name: str, taints: Iterable[Taint | Mapping[str, Any]]) -> ClusterView:
+        """Replace a cluster's taints (``[]`` removes them all)."""
+        body = {"taints": [Taint.model_validate(t).model_dump() for t in taints]}
+        return self._parse(_CLUSTER, self._call("PUT", f"/clusters/{_seg(name)}/taints",
+                                                body=body))
+
+    def catalog(self) -> CatalogView:
+        """The hub's accelerator catalog: models (vendor, kind, rank, memory) and aliases."""
+        return self._parse(_CATALOG, self._call("GET", "/catalog"))
 
     # -- profiles ----------------------------------------------------------------------------
 

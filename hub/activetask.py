@@ -14,9 +14,10 @@ from typing import Any
 
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.labels import GPU_MODEL, NPU_MODEL
-from fuyao.selector import parse_selector
+from fuyao.selector import Selector, parse_selector
 from fuyao.spec import TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
+from hub.catalogs import member_names
 from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.store import TaskRecord, TaskUpdate
@@ -104,6 +105,7 @@ def placement_request(task_id: str, spec: TaskSpec, priority: int) -> PlacementR
         else None,
         cluster_preference=tuple((parse_selector(p.selector), p.weight)
                                  for p in spec.cluster_preference),
+        tolerations=tuple(spec.tolerations),
     )
 
 
@@ -116,7 +118,14 @@ def member_selector(selector: str, model: str | None, gpu_milli: int) -> str:
         return selector
     entry = DEFAULT_CATALOG.get(model)
     key = NPU_MODEL if entry is not None and entry.kind == "npu" else GPU_MODEL
-    pin = f"{key} = {model}"
+    names = member_names(model)
+    if len(names) > 1:   # a hub alias renamed what the member reported: pin its names
+        kept = Selector(tuple(r for r in parse_selector(selector).requirements
+                              if r.key not in (GPU_MODEL, NPU_MODEL)))
+        selector = str(kept)
+        pin = f"{key} in ({', '.join(names)})"
+    else:
+        pin = f"{key} = {model}"
     return f"{selector}, {pin}" if selector.strip() else pin
 
 

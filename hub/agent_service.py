@@ -187,7 +187,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await hub.clusters.connected(cluster, msg.hello.backend,
                                          dict(msg.hello.cluster_labels))
         elif kind == "inventory":
-            hub.fleet.replace_nodes(cluster, [node_from_proto(n) for n in msg.inventory.nodes])
+            hub.fleet.replace_nodes(cluster, [hub.catalog.normalize(node_from_proto(n))
+                                              for n in msg.inventory.nodes])
             session.seq = msg.inventory.seq
             session.awaiting_resync = False
             send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks,
@@ -204,7 +205,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 session.seq = None
                 return
             session.seq = delta.seq
-            hub.fleet.apply_delta(cluster, [node_from_proto(n) for n in delta.upserted],
+            hub.fleet.apply_delta(cluster, [hub.catalog.normalize(node_from_proto(n))
+                                            for n in delta.upserted],
                                   list(delta.removed))
             hub.placement.poke()
         elif kind == "heartbeat":

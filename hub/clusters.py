@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from fuyao.errors import Conflict, NotFound, Unauthenticated
 from fuyao.spec import ClusterState, ClusterView, JoinRequest, JoinResponse
+from fuyao.taints import Taint
 from hub.config import HubConfig
 from hub.fleet import FleetView
 from hub.secrets import hash_secret, new_credential, new_join_token
@@ -248,6 +249,12 @@ class ClusterManager:
             if name in self.entries:    # joins and removals go on meanwhile
                 await self._update(name, last_heartbeat=now)
 
+    async def set_taints(self, name: str, taints: list[Taint]) -> ClusterEntry:
+        """Replace a cluster's taints (new placements only: nothing running moves)."""
+        self.get(name)
+        await self._update(name, taints=[t.model_dump() for t in taints])
+        return self.get(name)
+
     # -- views -----------------------------------------------------------------------------
 
     def view(self, name: str, tasks: int = 0) -> ClusterView:
@@ -264,6 +271,7 @@ class ClusterManager:
             headroom=rec.headroom, cordoned=rec.cordoned, last_heartbeat=rec.last_heartbeat,
             joined_at=rec.created_at, backend=rec.backend, nodes=nodes, gpus=summary,
             gpus_unschedulable=self.fleet.unschedulable_devices(name), tasks=tasks,
+            taints=list(taints_of(rec)),
         )
 
     # -- internals -------------------------------------------------------------------------
@@ -285,4 +293,9 @@ class ClusterManager:
         rec = entry.record
         self.fleet.upsert_cluster(name, labels=entry.labels, weight=rec.weight,
                                   headroom=rec.headroom, state=ClusterState(rec.state),
-                                  cordoned=rec.cordoned)
+                                  cordoned=rec.cordoned, taints=taints_of(rec))
+
+
+def taints_of(rec: ClusterRecord) -> tuple[Taint, ...]:
+    """A stored cluster's taints."""
+    return tuple(Taint.model_validate(t) for t in rec.taints)

@@ -57,6 +57,7 @@ class HubConfig:
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
+    catalog: dict[str, Any] | None = None   # models and aliases added (hub.catalogs)
     queueing: dict[str, Any] | None = None  # backfill/preemption (hub.queueing.QueueingConfig)
     auth: str = "token"               # "token" (bearer tokens) or "none" (loopback only)
     api_rate_limit: float = 50.0      # REST requests per second per token (0: no limit)

@@ -29,6 +29,7 @@ from fuyao.spec import (
 from hub.activetask import ActiveTask
 from hub.auth.actor import CURRENT, Actor
 from hub.auth.service import AuthService
+from hub.catalogs import OperatedCatalog
 from hub.clusters import ClusterManager
 from hub.config import HubConfig, prepare_home
 from hub.dag import Dependencies
@@ -64,6 +65,8 @@ class Hub:
         self.config = config
         self.store = Store(config.store_url)
         self.writer = StoreWriter(self.store)
+        self.catalog = OperatedCatalog(config.catalog)
+        self.catalog.install()
         self.fleet = FleetView()
         profile = Profile.from_config(config.profile) if config.profile else DEFAULT_PROFILE
         self.schedulers = Schedulers(self.fleet, profile,

@@ -25,6 +25,7 @@ from hub.api import (
     audit,
     auth,
     capacity,
+    catalog,
     clusters,
     events,
     explain,
@@ -33,6 +34,7 @@ from hub.api import (
     planning,
     profiles,
     queues,
+    taints,
     tasks,
 )
 from hub.api import push as push_api
@@ -85,6 +87,8 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(push_api.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)
+    app.include_router(taints.router)
+    app.include_router(catalog.router)
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)

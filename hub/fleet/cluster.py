@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
+from fuyao.taints import Taint
 from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeState
 
 _TICKS = itertools.count(1)
@@ -216,6 +217,7 @@ class ClusterInfo:
         self.headroom = headroom
         self.state = state
         self.cordoned = cordoned
+        self.taints: tuple[Taint, ...] = ()    # set by FleetView (TaintToleration reads them)
         self._on_change = on_change
         self.version = next(_TICKS)
         self.layout_version = self.version
@@ -305,8 +307,11 @@ class ClusterInfo:
 
     def _configure(
         self, labels: Mapping[str, str], weight: int, headroom: float,
-        state: ClusterState, cordoned: bool,
+        state: ClusterState, cordoned: bool, taints: tuple[Taint, ...] | None = None,
     ) -> None:
+        if taints is not None and tuple(taints) != self.taints:
+            self.taints = tuple(taints)
+            self._bump()
         new = (dict(labels), weight, headroom, state, cordoned)
         if new != (self.labels, self.weight, self.headroom, self.state, self.cordoned):
             self.labels, self.weight, self.headroom, self.state, self.cordoned = new

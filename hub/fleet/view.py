@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fuyao.errors import Conflict, InvalidInput, NotFound
 from fuyao.inventory import NodeInfo
 from fuyao.spec import CapacityRow, ClusterState, TaskRequests
+from fuyao.taints import Taint
 from hub.fleet.capacity import capacity_rows
 from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
@@ -56,7 +57,7 @@ class FleetView:
 
     def upsert_cluster(
         self, name: str, *, labels: Mapping[str, str], weight: int, headroom: float,
-        state: ClusterState, cordoned: bool = False,
+        state: ClusterState, cordoned: bool = False, taints: tuple[Taint, ...] = (),
     ) -> None:
         """Add a cluster or update its settings; an existing one keeps nodes and reservations."""
         if weight < 0:
@@ -65,13 +66,14 @@ class FleetView:
             raise InvalidInput(f"cluster {name}: headroom {headroom} must be in [0, 1)")
         existing = self._clusters.get(name)
         if existing is not None:
-            existing._configure(labels, weight, headroom, state, cordoned)
+            existing._configure(labels, weight, headroom, state, cordoned, taints)
             return
         self._clusters[name] = cluster = ClusterInfo(
             name, labels=labels, weight=weight, headroom=headroom, state=state,
             cordoned=cordoned, ignore_keys=self._ignore, memo=self._memo,
             on_change=self._note,
         )
+        cluster.taints = tuple(taints)
         self._note(cluster)
         self._ordered = None
 

@@ -19,6 +19,7 @@ from typing import ClassVar, Protocol
 
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
+from fuyao.taints import Toleration
 from hub.fleet import ClusterInfo, Fit, FleetView, Miss
 
 MAX_SCORE = 100.0
@@ -68,6 +69,7 @@ class PlacementRequest:
     exclude: frozenset[str] = frozenset()
     cluster_selector: Selector | None = None                     # required cluster labels
     cluster_preference: tuple[tuple[Selector, int], ...] = ()    # preferred, with weights
+    tolerations: tuple[Toleration, ...] = ()                     # cluster taints tolerated
 
     @cached_property
     def selector_key(self) -> str:
@@ -77,10 +79,11 @@ class PlacementRequest:
     @cached_property
     def cluster_key(self) -> str:
         """The cluster-level constraints as text (part of the scheduler's cache shape)."""
-        if self.cluster_selector is None and not self.cluster_preference:
+        if self.cluster_selector is None and not self.cluster_preference and not self.tolerations:
             return ""
         prefs = ";".join(f"{w}:{s}" for s, w in self.cluster_preference)
-        return f"{self.cluster_selector or ''}|{prefs}"
+        tols = ";".join(t.model_dump_json() for t in self.tolerations)
+        return f"{self.cluster_selector or ''}|{prefs}|{tols}"
 
 
 class CycleState:

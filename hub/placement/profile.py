@@ -134,10 +134,10 @@ def _no_repeats(names: tuple[str, ...], section: str) -> None:
 
 
 DEFAULT_PROFILE = Profile(
-    filters=("ClusterReady", "ClusterAffinity", "NodeFit", "Headroom"),
+    filters=("ClusterReady", "ClusterAffinity", "TaintToleration", "NodeFit", "Headroom"),
     scores=(ScoreEntry("ClusterWeight", 2.0), ScoreEntry("Headroom", 1.0),
             ScoreEntry("AcceleratorFit", 3.0), ScoreEntry("LeastOverqualified", 2.0),
-            ScoreEntry("ClusterAffinity", 3.0)),
+            ScoreEntry("ClusterAffinity", 3.0), ScoreEntry("TaintToleration", 3.0)),
     reserves=("FleetReservation",),
 )
 """Ready clusters whose nodes match and fit, outside the reserve; weight first, then room.

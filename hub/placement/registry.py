@@ -19,6 +19,7 @@ from hub.placement.plugins.headroom import Headroom
 from hub.placement.plugins.least_overqualified import LeastOverqualified
 from hub.placement.plugins.node_fit import NodeFit
 from hub.placement.plugins.pack import Pack
+from hub.placement.plugins.taint_toleration import TaintToleration
 from hub.placement.plugins.task_selector import TaskSelector
 
 Registry = Mapping[str, PluginFactory]
@@ -34,6 +35,7 @@ DEFAULT_REGISTRY: Registry = MappingProxyType({
     ClusterAffinity.name: ClusterAffinity,
     LeastOverqualified.name: LeastOverqualified,
     Pack.name: Pack,
+    TaintToleration.name: TaintToleration,
 })
 
 

@@ -71,6 +71,7 @@ def cluster_record(row: ClusterRow) -> ClusterRecord:
         name=row.name, state=row.state, labels=dict(row.labels), weight=row.weight,
         headroom=row.headroom, cordoned=row.cordoned, created_at=must(row.created_at),
         last_heartbeat=aware(row.last_heartbeat), backend=row.backend,
+        taints=[dict(t) for t in row.taints or []],
     )
 
 
@@ -81,7 +82,7 @@ def cluster_values(rec: ClusterRecord) -> dict[str, Any]:
         "weight": rec.weight, "headroom": rec.headroom, "cordoned": rec.cordoned,
         "created_at": utc(rec.created_at, "created_at"),
         "last_heartbeat": utc_or_none(rec.last_heartbeat, "last_heartbeat"),
-        "backend": rec.backend,
+        "backend": rec.backend, "taints": [dict(t) for t in rec.taints],
     }
 
 

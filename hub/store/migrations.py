@@ -157,6 +157,11 @@ def _queue_borrow(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE queues ADD COLUMN borrow JSON NOT NULL DEFAULT '{}'"))
 
 
+def _cluster_taints(conn: Connection) -> None:
+    """Migration 5: a cluster's taints (``[{key, value, effect}]``). Frozen."""
+    conn.execute(sa.text("ALTER TABLE clusters ADD COLUMN taints JSON NOT NULL DEFAULT '[]'"))
+
+
 def _leader_lease(conn: Connection) -> None:
     """Migration 3: the leader lease's epoch row, the replica registry and the CA the hub
     replicas share (``hub.ha``). Frozen: never edit, append instead."""
@@ -224,7 +229,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "queue borrow limits", _queue_borrow),
     Migration(3, "leader lease, replicas, shared CA", _leader_lease),
     Migration(4, "capacity samples: unschedulable, fragmented, queued demand", _capacity_demand),
-    Migration(5, "identities: audit actor details, task owner, agent certificates", _identities),
+    Migration(5, "cluster taints", _cluster_taints),
+    Migration(6, "identities: audit actor details, task owner, agent certificates", _identities),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -16,7 +16,7 @@ TASK_UPDATE_FIELDS = frozenset(
 )
 CLUSTER_UPDATE_FIELDS = frozenset(
     {"state", "labels", "weight", "headroom", "cordoned", "created_at", "last_heartbeat",
-     "backend"}
+     "backend", "taints"}
 )
 
 
@@ -33,6 +33,7 @@ class ClusterRecord:
     created_at: datetime
     last_heartbeat: datetime | None = None
     backend: str | None = None
+    taints: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ class ClusterRow(SQLModel, table=True):
     created_at: datetime = _ts()
     last_heartbeat: datetime | None = _ts(nullable=True)
     backend: str | None = None
+    taints: list[dict[str, str]] = _json(list)                # [{key, value, effect}]
 
 
 class JoinTokenRow(SQLModel, table=True):

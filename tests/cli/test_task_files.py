@@ -182,7 +182,7 @@ def test_examples_ask_for_what_their_names_say() -> None:
     assert batch.batch and 3 <= len(batch.specs) <= 4
     dag = read_task_file(str(EXAMPLES / "dag.yaml"))
     assert [(s.name, s.after) for s in dag.specs] == [
-        ("prep", []), ("train", ["prep"]), ("eval", ["train", "prep"])]
+        ("dag-prep", []), ("dag-train", ["dag-prep"]), ("dag-eval", ["dag-train", "dag-prep"])]
     for spec in [*batch.specs, *dag.specs, *(one(p.stem) for p in EXAMPLES.glob("*.yaml")
                                              if p.stem not in ("batch", "dag"))]:
         assert 10 <= spec.duration_seconds() <= 60, spec.name

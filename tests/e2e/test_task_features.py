@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fuyaoctl.localstack import LocalStack
-from tests.e2e.conftest import gpu_pool, write_fleet
+from tests.e2e.conftest import FAST_TIMINGS, gpu_pool, write_fleet
 from tests.e2e.test_cli import ctl, ctl_json
 
 pytestmark = pytest.mark.slow
@@ -58,6 +59,16 @@ def test_profiles_queues_dependencies_dry_run_memory_sharing_dag_and_explain(
     assert probe["cluster"] == "west" and len(probe["nodes"]) == 1
     assert probe["model"] == "T4" and list(probe["scores"]) == ["west"]
     assert "probe" not in [t["name"] for t in ctl_json(stack, "task", "list")]
+    tainted = ctl_json(stack, "cluster", "taint", "west", "dedicated=ml:NoSchedule")
+    assert tainted["taints"] == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    nowhere = ctl_json(stack, "task", "submit", "--name", "probe", "--gpu", "1", "--gpu-model",
+                       "T4", "--dry-run")
+    assert nowhere["cluster"] is None and nowhere["histogram"] == {
+        "cluster has a taint the task does not tolerate: dedicated=ml:NoSchedule": 1,
+        "no node matches fuyao.io/gpu-model=T4": 1}
+    assert ctl_json(stack, "cluster", "taint", "west", "dedicated=ml:NoSchedule-")["taints"] == []
+    bad = ctl(stack, "cluster", "taint", "west", "dedicated=ml", ok=False)
+    assert bad.returncode == 2 and "must look like key=value:NoSchedule" in bad.stderr
     ctl(stack, "task", "submit", "--name", "nb", "--gpu-mem", "8Gi", "--gpu-model", "A100",
         "--duration", "1h")
 
@@ -127,3 +138,25 @@ def test_profiles_queues_dependencies_dry_run_memory_sharing_dag_and_explain(
     names = [t["name"] for t in ctl_json(stack, "task", "list")]
     assert "c1" not in names and "bad" not in [p["name"] for p in
                                                ctl_json(stack, "profile", "list")]
+
+
+def test_an_operator_catalog_normalizes_a_members_unknown_card(tmp_path: Path) -> None:
+    config = tmp_path / "hub.yaml"
+    config.write_text(yaml.safe_dump({**FAST_TIMINGS, "catalog": {
+        "models": [{"name": "RTX4090", "vendor": "nvidia", "rank": 65, "memory": "24Gi"}],
+        "aliases": {"GeForce-RTX-4090-Special": "RTX4090"}}}))
+    with LocalStack(home=tmp_path / "stack", hub_args=["--config", str(config)],
+                    agent_args=["--heartbeat-interval", "0.5"]) as stack:
+        stack.start_hub()
+        fleet = write_fleet(tmp_path / "lab.yaml", [
+            gpu_pool("rtx", "GeForce-RTX-4090-Special", 4, count=1)])
+        stack.join_and_start("lab", fleet)
+        stack.wait_ready(["lab"])
+        models = {m["name"]: m for m in ctl_json(stack, "catalog")["models"]}
+        assert (models["RTX4090"]["rank"], models["RTX4090"]["aliases"]) == (
+            65, ["geforce-rtx-4090-special"])
+        assert ctl_json(stack, "cluster", "list")[0]["gpus"] == {"RTX4090": 4}
+        ctl(stack, "task", "submit", "--name", "game", "--gpu", "1", "--gpu-model", ">=A10",
+            "--duration", "1h")
+        running = wait_for(stack, "game", "Running")
+        assert running["cluster"] == "lab"

@@ -25,7 +25,8 @@ async def test_dry_run_says_where_and_stores_nothing(fleet: Fleet) -> None:
         "west", ["w1"], "T4", None)
     assert list(body["scores"]) == ["west"]
     assert set(body["scores"]["west"]["plugins"]) == {
-        "ClusterWeight", "Headroom", "AcceleratorFit", "LeastOverqualified", "ClusterAffinity"}
+        "ClusterWeight", "Headroom", "AcceleratorFit", "LeastOverqualified", "ClusterAffinity",
+        "TaintToleration"}
     assert body["reasons"] == {"east": "no node matches fuyao.io/gpu-model=T4"}
     assert (await fleet.h.api.get("/api/v1/tasks")).json() == []
     assert fleet.h.hub.fleet.reservation("dry-run") is None
