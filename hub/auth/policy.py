@@ -70,6 +70,8 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("DELETE", f"{V1}/clusters/{{name}}"): Rule(Access.OPERATE, "cluster.remove"),
     ("POST", f"{V1}/clusters/{{name}}/cordon"): Rule(Access.OPERATE, "cluster.cordon"),
     ("POST", f"{V1}/clusters/{{name}}/uncordon"): Rule(Access.OPERATE, "cluster.uncordon"),
+    ("PUT", f"{V1}/clusters/{{name}}/taints"): Rule(Access.OPERATE, "cluster.taint"),
+    ("GET", f"{V1}/catalog"): Rule(Access.READ),
     ("GET", f"{V1}/clusters/{{name}}/tokens"): Rule(Access.OPERATE),
     ("POST", f"{V1}/clusters/{{name}}/tokens"): Rule(Access.OPERATE, "cluster.token.create"),
     ("DELETE", f"{V1}/clusters/{{name}}/tokens/{{token_id}}"):

@@ -120,6 +120,9 @@ CASES: dict[tuple[str, str], tuple[Prepare, int]] = {
     ("GET", "/api/v1/clusters"): (fixed("/api/v1/clusters"), 200),
     ("POST", "/api/v1/clusters"): (_new("clusters"), 201),
     ("GET", "/api/v1/clusters/{name}"): (fixed("/api/v1/clusters/east"), 200),
+    ("PUT", "/api/v1/clusters/{name}/taints"):
+        (fixed("/api/v1/clusters/east/taints", {"taints": []}), 200),
+    ("GET", "/api/v1/catalog"): (fixed("/api/v1/catalog"), 200),
     # the harness has no --secrets-key-file: a caller who may push-join gets its 400
     ("POST", "/api/v1/clusters/push"):
         (fixed("/api/v1/clusters/push", {"name": "pushed", "kubeconfig": "x"}), 400),
