@@ -1,12 +1,12 @@
 """Capacity history: the hub samples capacity into the store and reads it back.
 
-``CapacityHistory.run`` (a hub loop started by ``Hub.lead``) takes a sample - on a frozen
-copy, in a worker thread - every ``Timings.capacity_sample_interval`` seconds: per cluster and accelerator model, the
-capacity row (total, allocated, reserved, free devices, cores, GiB) plus fragmented devices
-(against the task mix, ``hub.planning.fragmentation``) and queued demand
-(``hub.planning.report.queued_demand``). Every tenth sample it compacts: samples older than
-``capacity_raw_retention`` become ``capacity_bucket`` averages, and those older than
-``capacity_retention`` go (``hub.store.samples``). ``points`` serves
+``CapacityHistory.run`` (a loop started by ``Hub.lead``) takes a sample - on a frozen copy,
+in a worker thread - every ``Timings.capacity_sample_interval`` seconds: per cluster and
+accelerator model, the capacity row (total, allocated, reserved, free devices, cores, GiB)
+plus fragmented devices (against the task mix, ``hub.planning.fragmentation``) and queued
+demand (``hub.planning.report.queued_demand``). Every tenth sample it compacts: samples
+older than ``capacity_raw_retention`` become ``capacity_bucket`` averages, and those older
+than ``capacity_retention`` go (``hub.store.samples``). ``points`` serves
 ``GET /api/v1/capacity/history``.
 """
 
