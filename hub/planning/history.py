@@ -1,12 +1,12 @@
 """Capacity history: the hub samples capacity into the store and reads it back.
 
-``CapacityHistory.run`` (a hub loop started by ``Hub.start``) takes a sample every
-``Timings.capacity_sample_interval`` seconds: per cluster and accelerator model, the
-capacity row (total, allocated, reserved, free devices, cores, GiB) plus fragmented devices
-(against the task mix, ``hub.planning.fragmentation``) and queued demand
-(``hub.planning.report.queued_demand``). Every tenth sample it compacts: samples older than
-``capacity_raw_retention`` become ``capacity_bucket`` averages, and those older than
-``capacity_retention`` go (``hub.store.samples``). ``points`` serves
+``CapacityHistory.run`` (a loop started by ``Hub.lead``) takes a sample - on a frozen copy,
+in a worker thread - every ``Timings.capacity_sample_interval`` seconds: per cluster and
+accelerator model, the capacity row (total, allocated, reserved, free devices, cores, GiB)
+plus fragmented devices (against the task mix, ``hub.planning.fragmentation``) and queued
+demand (``hub.planning.report.queued_demand``). Every tenth sample it compacts: samples
+older than ``capacity_raw_retention`` become ``capacity_bucket`` averages, and those older
+than ``capacity_retention`` go (``hub.store.samples``). ``points`` serves
 ``GET /api/v1/capacity/history``.
 """
 
@@ -43,12 +43,13 @@ class CapacityHistory:
         self.timings = timings
         self.taken = 0
 
-    def snapshot(self, now: datetime) -> list[SampleRecord]:
-        """One sample per cluster and model of the fleet view as it is now."""
-        fleet = self.planner.fleet
-        shapes, _ = shapes_from_specs(t.spec for t in self.planner.active.values())
+    def snapshot(self, now: datetime, planner: Planner | None = None) -> list[SampleRecord]:
+        """One sample per cluster and model of the planner's fleet view as it is now."""
+        planner = planner or self.planner
+        fleet = planner.fleet
+        shapes, _ = shapes_from_specs(t.spec for t in planner.active.values())
         clusters = fleet.clusters()
-        queued, _ = queued_demand(clusters, self.planner.queued())
+        queued, _ = queued_demand(clusters, planner.queued())
         out = []
         for cluster in clusters:
             fragmented = fragmented_devices(cluster, shapes)
@@ -63,7 +64,7 @@ class CapacityHistory:
     async def sample(self) -> int:
         """Take one sample now (and compact every ``COMPACT_EVERY``); returns rows written."""
         now = datetime.now(UTC)
-        rows = self.snapshot(now)
+        rows = await asyncio.to_thread(self.snapshot, now, self.planner.frozen())
         await self.writer.call(add_samples, self.writer.store, rows)
         self.taken += 1
         if self.taken % COMPACT_EVERY == 0:

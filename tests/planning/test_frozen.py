@@ -57,3 +57,27 @@ def test_thinking_on_the_frozen_copy_leaves_the_live_view_alone() -> None:
     frozen.n_minus_one()
     assert [r.model_dump() for r in live.fleet.capacity()] == before
     assert not live.fleet.cluster("x").cordoned  # type: ignore[union-attr]
+
+
+def test_report_groupings_add_up() -> None:
+    live = planner()
+    for name in ("x", "y"):
+        c = live.fleet.cluster(name)
+        assert c is not None
+        live.fleet.upsert_cluster(name, labels={"fuyao.io/site": "sh-1"}, weight=1,
+                                  headroom=c.headroom, state=c.state)
+    by_cluster = live.report("cluster").rows
+    by_site = {(r.group, r.model): r for r in live.report("site").rows}
+    for model in ("H100", "T4"):
+        rows = [r for r in by_cluster if r.model == model]
+        site = by_site[("sh-1", model)]
+        assert site.devices_total == sum(r.devices_total for r in rows)
+        assert site.devices_allocated == sum(r.devices_allocated for r in rows)
+    assert by_site[("sh-1", "H100")].devices_total == 16
+    queues = live.report("queue").rows
+    assert {r.group for r in queues} == {"default"}
+    assert sum(r.devices_allocated for r in queues) == 4 + 0.5 + 2     # a, b, c
+    assert sum(r.queued_devices for r in queues) == 8 and sum(r.queued_tasks for r in queues) == 1
+    fleet = {r.model: r for r in live.report("model").rows}
+    assert (fleet["H100"].devices_total, fleet["T4"].devices_total) == (16, 4)
+    assert fleet["T4"].queued_devices == 8          # q wants 8 T4: "could run" there
