@@ -4,8 +4,8 @@ Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu
 (H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
 example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
-``fuyaoctl cluster list``, ``task list``, ``capacity``, ``capacity fit`` and ``capacity n-1``,
-and the web view's URL. ``--keep`` leaves it running.
+``fuyaoctl cluster list``, ``cluster watch``, ``hub status``, ``task list``, ``capacity``,
+``capacity fit`` and ``capacity n-1``, and the web view's URL. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -100,6 +100,8 @@ def main() -> int:
             print(f"joined {name} (weight {weight}) and started its agent", flush=True)
         stack.wait_ready([c[0] for c in CLUSTERS])
         fuyaoctl(stack, "cluster", "list")
+        fuyaoctl(stack, "cluster", "watch", "--since", "0", "--timeout", "1s")
+        fuyaoctl(stack, "hub", "status")
         for task_file in TASK_FILES:
             fuyaoctl(stack, "task", "submit", "-f", str(TASKS / task_file))
         settle(stack, timeout=30)
