@@ -33,6 +33,7 @@ from hub.taskbook import TaskBook
 log = logging.getLogger(__name__)
 
 MAX_TASKS_PER_CYCLE = 20_000
+SETTLE_SECONDS = 0.02
 
 
 def send_all(sessions: Sessions, commands: Sequence[Command]) -> None:
@@ -66,6 +67,10 @@ class PlacementLoop:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=self.interval)
+            # Let what woke it settle: a member frees a finished task's node (a delta) just
+            # before it reports the task ended; a cycle between the two would still count the
+            # task in its queue's use and hand the room by a stale fair share.
+            await asyncio.sleep(SETTLE_SECONDS)
             self.wake.clear()
             try:
                 await self.cycle()

@@ -277,7 +277,8 @@ class Agent:
                     await self._place(message.place)
                 elif kind == "cancel":
                     c = message.cancel
-                    await self.backend.cancel(c.task_id, c.generation, c.reason)
+                    await self.backend.cancel(c.task_id, c.generation, c.reason,
+                                              c.grace_seconds)
                 elif kind == "resync":
                     log.info("hub asked for a resync: %s", message.resync.reason)
                     self._outbox.put_nowait(_RESYNC)
