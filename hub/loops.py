@@ -93,13 +93,13 @@ class PlacementLoop:
                 request = cycle.request(task)
                 if request is None:
                     continue    # a queue quota holds it (cycle.held says which)
-                result = self.scheduler.schedule(request)
+                request, result = cycle.decide(task, request, self.scheduler.schedule)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
-                    request = cycle.request(task) or request
-                    result = self.scheduler.schedule(request)
+                    request, result = cycle.decide(task, cycle.request(task) or request,
+                                                   self.scheduler.schedule)
                 if result.cluster is not None and not cycle.admit(task, result):
                     continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.
