@@ -3,8 +3,9 @@
 Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu-east``
 (H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
-example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
-``fuyaoctl cluster list``, ``task list`` and ``capacity``. ``--keep`` leaves it running.
+example tasks with ``fuyaoctl task submit`` (two teams' into their own queues, created with
+``fuyaoctl queue create``), waits for them to settle, and prints
+``fuyaoctl cluster list``, ``task list``, ``capacity`` and ``queue list``. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ CLUSTERS = [
     ("edge-mixed", "edge-mixed.yaml", {"fuyao.io/region": "cn-south"}, 1),
 ]
 TASK_FILES = ["train-h100.yaml", "finetune-a100.yaml", "inference-t4.yaml",
-              "notebook-share.yaml", "etl-arm.yaml", "batch.yaml", "too-big.yaml"]
+              "notebook-share.yaml", "etl-arm.yaml", "batch.yaml", "too-big.yaml",
+              "team-a.yaml", "team-b.yaml"]
+QUEUES = [  # two teams' queues: weights 2:1, GPU quotas, team-b may borrow idle quota
+    ["team-a", "--weight", "2", "--quota", "gpu=8", "--quota", "cpu=64"],
+    ["team-b", "--weight", "1", "--quota", "gpu=4", "--borrow", "gpu=4"],
+]
 
 
 def fuyaoctl(hub: str, *args: str, capture: bool = False) -> str:
@@ -60,8 +66,10 @@ def settle(stack: LocalStack, timeout: float) -> None:
         while time.monotonic() < deadline:
             tasks = client.list_tasks()
             waiting = [t for t in tasks if t.state.value in ("Queued", "Placed")]
-            # Settled: everything placed has started, and what waits has its reasons.
-            if tasks and all(t.state.value == "Queued" and t.reasons for t in waiting):
+            # Settled: everything placed has started, and what waits has its reasons (or
+            # the queue quota holding it).
+            if tasks and all(t.state.value == "Queued" and (t.reasons or t.held_by)
+                             for t in waiting):
                 return
             time.sleep(0.5)
 
@@ -86,11 +94,15 @@ def main() -> int:
             print(f"joined {name} (weight {weight}) and started its agent", flush=True)
         stack.wait_ready([c[0] for c in CLUSTERS])
         fuyaoctl(stack.url, "cluster", "list")
+        for queue in QUEUES:
+            fuyaoctl(stack.url, "queue", "create", *queue)
         for task_file in TASK_FILES:
             fuyaoctl(stack.url, "task", "submit", "-f", str(TASKS / task_file))
         settle(stack, timeout=30)
         fuyaoctl(stack.url, "task", "list")
         fuyaoctl(stack.url, "task", "describe", "too-big")
+        fuyaoctl(stack.url, "queue", "list")
+        fuyaoctl(stack.url, "queue", "describe", "team-b")
         fuyaoctl(stack.url, "capacity")
         fuyaoctl(stack.url, "cluster", "list")
         if args.keep:
