@@ -4,8 +4,8 @@ Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu
 (H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
 example tasks with ``fuyaoctl task submit`` (two teams' into their own queues, created with
-``fuyaoctl queue create``), waits for them to settle, and prints
-``fuyaoctl cluster list``, ``task list``, ``capacity`` and ``queue list``. ``--keep`` leaves it running.
+``fuyaoctl queue create``), waits for them to settle, and prints ``fuyaoctl cluster list``,
+``task list``, ``capacity`` and ``queue list``. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations

@@ -284,6 +284,10 @@ class Client(QueueCalls):
         """The newest ``limit`` audited mutations, newest first."""
         return self._parse(_AUDIT, self._call("GET", "/audit", params={"limit": str(limit)}))
 
+    def hub_status(self) -> dict[str, Any]:
+        """The hub replicas on this store: ``{"leader", "epoch", "replicas": [...]}``."""
+        return self._parse(_OBJECT, self._call("GET", "/hub/status"))
+
     def health(self) -> dict[str, Any]:
         """The hub's ``/healthz`` answer, ``{"status": "ok"}`` when it is up."""
         return self._parse(_OBJECT, self._call("GET", "/healthz", api=False))

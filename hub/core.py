@@ -32,11 +32,13 @@ from hub.config import HubConfig
 from hub.dag import Dependencies
 from hub.explain import Explainer
 from hub.fleet import FleetView
+from hub.ha import Leadership, ReadCache
+from hub.ha.sharedca import share_ca
 from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
-from hub.placement.scheduler import Scheduler
+from hub.placement.variants import Schedulers
 from hub.profiles import ProfileBook
 from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
@@ -56,44 +58,61 @@ class Hub:
         self.writer = StoreWriter(self.store)
         self.fleet = FleetView()
         profile = Profile.from_config(config.profile) if config.profile else DEFAULT_PROFILE
-        self.scheduler = Scheduler(self.fleet, profile,
-                                   headroom_priority=config.headroom_priority)
+        self.schedulers = Schedulers(self.fleet, profile,
+                                     headroom_priority=config.headroom_priority)
+        self.scheduler = self.schedulers.base
         self.metrics = Metrics()
         self.sessions = Sessions()
         self.clusters = ClusterManager(config, self.writer, self.fleet)
         self.tasks = TaskBook(self.writer, self.fleet)
         self.deps = Dependencies(self.tasks)
-        self.explainer = Explainer(self.scheduler, self.tasks, self.deps)
         self.profiles = ProfileBook(self.writer, self.tasks)
         self.queueing = Queueing(self.tasks, self.fleet, profile,
                                  headroom_priority=config.headroom_priority,
                                  config=QueueingConfig.from_mapping(config.queueing))
+        self.explainer = Explainer(self.schedulers, self.tasks, self.deps, self.queueing)
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
                                        config.timings.placement_interval, self.deps,
-                                       self.queueing)
+                                       self.queueing, self.schedulers.for_weights)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
         self.started = False
         self.metrics.on_scrape(self._refresh_gauges)
+        self.ha = Leadership(config, self.metrics,
+                             ReadCache(self.clusters, self.tasks, self.profiles.load))
 
     async def start(self) -> None:
-        """Migrate the store, rebuild the in-memory state, start the loops."""
+        """Migrate the store, share the agent CA, then lead at once or wait as a standby."""
+        version = await self.writer.call(self.store.migrate)
+        leading = await self.ha.open()
         if self.config.agent_tls:
+            assert self.ha.lease is not None
+            await asyncio.to_thread(share_ca, self.ha.lease.engine, self.config.home)
             hosts = default_hosts(self.config.host, self.config.advertise)
             self.pki = await asyncio.to_thread(ensure_pki, self.config.home, hosts)
             self.clusters.ca_cert = self.pki.ca_cert.decode()
-        version = await self.writer.call(self.store.migrate)
-        await self.clusters.load()
-        await self.queueing.load()
-        count = await self.tasks.load()
-        await self.deps.load()
-        await self.profiles.load()
-        log.info("store at schema version %d: %d clusters, %d active tasks", version,
+        log.info("store at schema version %d; this hub is %s", version,
+                 "the leader" if leading else "a standby")
+        if leading:
+            await self.lead()
+        self._loops.append(asyncio.create_task(self.ha.run(self.lead), name="leadership"))
+
+    async def lead(self) -> None:
+        """Won the lease: fence every write with the epoch, rebuild the state, place."""
+        self.store.fence = self.ha.fence()
+        async with self.ha.reads.lock:
+            self.tasks.reset()
+            await self.clusters.load()
+            await self.queueing.load()
+            count = await self.tasks.load()
+            await self.deps.load()
+            await self.profiles.load()
+        log.info("leading epoch %s: %d clusters, %d active tasks", self.ha.epoch,
                  len(self.clusters.entries), count)
-        self._loops = [asyncio.create_task(self.placement.run(), name="placement"),
-                       asyncio.create_task(self.monitor.run(), name="monitor")]
+        self._loops += [asyncio.create_task(self.placement.run(), name="placement"),
+                        asyncio.create_task(self.monitor.run(), name="monitor")]
         self.started = True
 
     async def stop(self) -> None:
@@ -109,6 +128,7 @@ class Hub:
             await self.writer.apply()   # commits after every write queued before it
         except Exception:
             log.exception("writes queued at stop could not be committed")
+        await self.ha.close()
         self.writer.close()
         self.store.close()
 
@@ -162,16 +182,18 @@ class Hub:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
         async with self.audited("task.submit", names):
-            specs = [self.profiles.resolve(s) for s in specs]
+            specs = [self.resolve(s) for s in specs]
             await self.deps.check(specs)
             self.queueing.check_submit(specs)
             records = await self.tasks.submit(specs)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
-    async def resolve(self, spec: TaskSpec) -> TaskSpec:
-        """The spec as it will be stored (its ComputeProfile applied)."""
-        return self.profiles.resolve(spec)
+    def resolve(self, spec: TaskSpec) -> TaskSpec:
+        """The spec as it will be stored (its ComputeProfile applied), or InvalidInput."""
+        resolved = self.profiles.resolve(spec)
+        self.schedulers.check(resolved.score_weights)
+        return resolved
 
     async def list_tasks(self, state: str | None = None,
                          cluster: str | None = None) -> list[TaskView]:

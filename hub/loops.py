@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
@@ -47,10 +47,12 @@ class PlacementLoop:
 
     def __init__(self, tasks: TaskBook, scheduler: Scheduler, sessions: Sessions,
                  metrics: Metrics, interval: float, deps: Dependencies | None,
-                 queueing: Queueing) -> None:
+                 queueing: Queueing,
+                 variant: Callable[[Mapping[str, float]], Scheduler] | None = None) -> None:
         self.tasks = tasks
         self.deps = deps
         self.queueing = queueing
+        self.variant = variant   # the scheduler for a task's own score weights
         self.scheduler = scheduler
         self.sessions = sessions
         self.metrics = metrics
@@ -93,17 +95,20 @@ class PlacementLoop:
                 request = cycle.request(task)
                 if request is None:
                     continue    # a queue quota holds it (cycle.held says which)
-                request, result = cycle.decide(task, request, self.scheduler.schedule)
+                weights = task.spec.score_weights
+                scheduler = (self.variant(weights) if weights and self.variant is not None
+                             else self.scheduler)
+                request, result = cycle.decide(task, request, scheduler.schedule)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
                     request, result = cycle.decide(task, cycle.request(task) or request,
-                                                   self.scheduler.schedule)
+                                                   scheduler.schedule)
                 if result.cluster is not None and not cycle.admit(task, result):
                     continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.
-                if result.cluster is not None and self.scheduler.reserve(request, result).ok:
+                if result.cluster is not None and scheduler.reserve(request, result).ok:
                     placed.append((task, result))
                     cycle.placed(task, result)
                 else:
