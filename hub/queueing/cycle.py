@@ -74,6 +74,7 @@ class Cycle:
     admitted: set[str] = field(default_factory=set)
     holds: dict[str, str] = field(default_factory=dict)
     heads: dict[str, int] = field(default_factory=dict)   # missed heads -> cycles blocked
+    quota_excluded: dict[str, str] = field(default_factory=dict)  # task -> cluster quotas
 
     def __post_init__(self) -> None:
         for lane in self.lanes.values():
@@ -138,6 +139,8 @@ class Cycle:
             over = cluster_holds(lane.state, self.usage, need, self.clusters)
             if over and len(over) == len(self.clusters):
                 why = next(iter(over.values()))
+            elif over:      # named if it then fits nowhere else
+                self.quota_excluded[task.id] = "; ".join(over[c] for c in sorted(over))
             excluded = set(over)
         else:
             excluded = set()
@@ -202,6 +205,8 @@ class Cycle:
                result: PlacementResult) -> None:
         """A task fit nowhere: at its queue's head it blocks the queue for a while."""
         self.misses.append((task, request, result))
+        if task.id in self.quota_excluded:
+            self.holds[task.id] = self.quota_excluded[task.id]
         lane = self.lanes[task.queue]
         if lane.head_tried:
             return

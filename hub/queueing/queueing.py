@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fuyao.errors import InvalidInput
@@ -261,6 +262,11 @@ class Queueing:
             candidates = self._candidates(task, cycle)
             if not candidates:
                 continue
+            rank = cycle.rank(task)
+            kept = frozenset(c for c, hold in self.reserved.items()
+                             if hold.task_id != task.id and rank <= hold.rank)
+            if kept - request.exclude:    # never make room on a cluster kept for another
+                request = replace(request, exclude=request.exclude | kept)
             keep = [t for t in self.tasks.active.values() if t.state == TaskState.PLACED]
             plan = self.planner.plan(request, candidates, cycle.rank, keep)
             if plan is None:
@@ -317,6 +323,15 @@ class Queueing:
 
     # -- what holds a task ---------------------------------------------------------------------
 
+    def _positions_now(self) -> dict[str, int]:
+        """Each queued task's place in its queue now (the cycle's order inside a queue)."""
+        out: dict[str, int] = {}
+        seen: Counter[str] = Counter()
+        for task in self.tasks.queued():
+            seen[task.queue] += 1
+            out[task.id] = seen[task.queue]
+        return out
+
     def hold_for(self, task: ActiveTask) -> dict[str, Any] | None:
         """The queue and quota state of a queued task (``task explain``, ``task describe``).
 
@@ -331,6 +346,8 @@ class Queueing:
         rec = self.book.records.get(task.queue)
         used = self.usage.of(task.queue)
         plan = self.preempting.get(task.id)
+        if task.id not in self.positions:      # submitted since the last cycle
+            self.positions = self._positions_now()
         return {
             "queue": task.queue,
             "position": self.positions.get(task.id),
