@@ -5,7 +5,8 @@ Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
 example tasks with ``fuyaoctl task submit`` (two teams' into their own queues, created with
 ``fuyaoctl queue create``), waits for them to settle, and prints ``fuyaoctl cluster list``,
-``task list``, ``capacity`` and ``queue list``. ``--keep`` leaves it running.
+``task list``, ``queue list``, ``capacity``, ``capacity fit`` and ``capacity n-1``, and the
+web view's URL. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ def main() -> int:
         fuyaoctl(stack.url, "queue", "list")
         fuyaoctl(stack.url, "queue", "describe", "team-b")
         fuyaoctl(stack.url, "capacity")
+        fuyaoctl(stack.url, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
+        fuyaoctl(stack.url, "capacity", "n-1")
         fuyaoctl(stack.url, "cluster", "list")
+        print(f"\nWeb view: {stack.url}/ui", flush=True)
         if args.keep:
             print(f"\nStill running (FUYAO_HUB={stack.url}); Ctrl-C to stop.", flush=True)
             while True:

@@ -49,6 +49,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyaoctl.capacity_api import CapacityApi
 from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
 
@@ -96,7 +97,7 @@ def task_state(value: TaskState | str) -> TaskState:
     raise InvalidInput(f"task state {value!r} is not one of {names}")
 
 
-class Client(QueueCalls):
+class Client(QueueCalls, CapacityApi):
     """A connection to one hub: typed methods over its REST API."""
 
     def __init__(

@@ -39,6 +39,9 @@ from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.variants import Schedulers
+from hub.planning.history import CapacityHistory
+from hub.planning.planner import Planner
+from hub.planning.quota import queue_quota
 from hub.profiles import ProfileBook
 from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
@@ -76,6 +79,11 @@ class Hub:
                                        self.queueing, self.schedulers.for_weights)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
+        self.planning = Planner(self.fleet, profile, self.tasks.active,
+                                headroom_priority=config.headroom_priority)
+        self.planning.profiles = self.profiles.resolve
+        self.planning.quota = queue_quota(self.queueing)
+        self.history = CapacityHistory(self.planning, self.writer, config.timings)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
         self.started = False
@@ -112,7 +120,8 @@ class Hub:
         log.info("leading epoch %s: %d clusters, %d active tasks", self.ha.epoch,
                  len(self.clusters.entries), count)
         self._loops += [asyncio.create_task(self.placement.run(), name="placement"),
-                        asyncio.create_task(self.monitor.run(), name="monitor")]
+                        asyncio.create_task(self.monitor.run(), name="monitor"),
+                        asyncio.create_task(self.history.run(), name="capacity-history")]
         self.started = True
 
     async def stop(self) -> None:

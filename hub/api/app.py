@@ -18,8 +18,9 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, explain, ha, profiles, queues, tasks
+from hub.api import audit, capacity, clusters, explain, ha, planning, profiles, queues, tasks
 from hub.core import Hub
+from hub.ui import router as ui_router
 
 
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -48,6 +49,8 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(capacity.router)
     app.include_router(audit.router)
     app.include_router(queues.router)
+    app.include_router(planning.router)
+    app.include_router(ui_router)
     ha.install(app, hub)
 
     @app.exception_handler(FuyaoError)

@@ -192,10 +192,20 @@ def _leader_lease(conn: Connection) -> None:
     conn.execute(leader.insert().values(id=1, epoch=0))
 
 
+def _capacity_demand(conn: Connection) -> None:
+    """Migration 4: capacity samples also record unschedulable and fragmented devices and
+    queued demand (``hub.planning.history``). Frozen: never edit, append instead."""
+    for name in ("devices_unschedulable", "devices_fragmented", "queued_tasks",
+                 "queued_devices"):
+        conn.execute(sa.text(
+            f"ALTER TABLE capacity_samples ADD COLUMN {name} FLOAT NOT NULL DEFAULT 0"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "queue borrow limits", _queue_borrow),
     Migration(3, "leader lease, replicas, shared CA", _leader_lease),
+    Migration(4, "capacity samples: unschedulable, fragmented, queued demand", _capacity_demand),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -222,6 +222,10 @@ class CapacitySampleRow(SQLModel, table=True):
     memory_allocated_gib: float = 0.0
     memory_reserved_gib: float = 0.0
     memory_free_gib: float = 0.0
+    devices_unschedulable: float = 0.0   # since schema 2
+    devices_fragmented: float = 0.0
+    queued_tasks: float = 0.0
+    queued_devices: float = 0.0
 
 
 class LeaderRow(SQLModel, table=True):
