@@ -132,6 +132,10 @@ class Cycle:
         """The request to schedule (clusters over a per-cluster quota excluded); None when
         a quota holds the task (recorded in ``held``). Schedule it with ``decide``."""
         lane = self.lanes[task.queue]
+        stopping = self.owner.stopping(task)
+        if stopping is not None:     # its preempted copy may still run: never two at once
+            self.holds[task.id] = stopping
+            return None
         need = demand(task.request().requests)
         why = (quota_hold(lane.state, self.owner.states(), self.usage, need)
                if lane.state.limits else None)

@@ -113,6 +113,9 @@ async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
     await quiet.hub.placement.cycle()
     assert placed(quiet)["urgent"] == "east"
     assert "low-old" not in placed(quiet)
+    held = (await quiet.api.get("/api/v1/tasks/low-new")).json()["held_by"]
+    assert held.startswith("preempted by urgent: waits up to 3") and held.endswith(
+        "s for its copy on east to stop")
 
 
 async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarness) -> None:
