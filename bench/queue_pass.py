@@ -20,12 +20,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask
 from hub.fleet import FleetView
-from hub.placement import PlacementRequest, Scheduler
+from hub.placement import PlacementRequest, Scheduler, memshare
 from hub.placement.profile import DEFAULT_PROFILE
 from hub.queueing import Queueing, QueueingConfig
 from hub.queueing.quota import QueueState
@@ -90,7 +91,7 @@ def ab(build: Callable[[], FleetView], reqs: list[PlacementRequest], queues: int
         t0 = clock()
         request = cycle.request(task)
         if request is not None:
-            request, result = cycle.decide(task, request, scheduler.schedule)
+            request, result = cycle.decide(task, request, partial(memshare.schedule, scheduler))
             if (result.cluster is not None and cycle.admit(task, result)
                     and scheduler.reserve(request, result).ok):
                 task.state, task.cluster = TaskState.PLACED, result.cluster

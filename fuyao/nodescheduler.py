@@ -173,7 +173,7 @@ class LocalScheduler:
     def _bind_one(self, req: TaskRequests, selector: NodeMatcher) -> Binding | Unfit:
         reasons: Counter[str] = Counter()
         candidates: list[tuple[bool, float, str, tuple[tuple[str, int], ...]]] = []
-        cpu_only = req.gpu_milli == 0
+        cpu_only = req.gpu_milli == 0 and not req.gpu_mem_mib
         for node in self._nodes.values():
             verdict = self._filter(node, req, selector)
             if isinstance(verdict, str):
@@ -219,6 +219,8 @@ class LocalScheduler:
         return self._pick_devices(node, req)
 
     def _pick_devices(self, node: _Node, req: TaskRequests) -> str | tuple[tuple[str, int], ...]:
+        if req.gpu_mem_mib:
+            return self._pick_memory(node, req)
         if req.gpu_milli == 0:
             return ()
         big_enough = [d for d in node.devices if d.memory_mib >= req.gpu_memory_mib]
@@ -239,6 +241,23 @@ class LocalScheduler:
             return REASON_GPU
         return tuple((d.id, WHOLE) for d in whole[:wanted])
 
+    def _pick_memory(self, node: _Node, req: TaskRequests) -> str | tuple[tuple[str, int], ...]:
+        """GPU memory sharing, per device: ``gpu_mem_mib`` of one device is the share
+        ``ceil(1000 x mem / device memory)`` (at least the compute share asked for), the
+        proportion this member reports free memory by; the tightest device that has it."""
+        big_enough = [d for d in node.devices if d.memory_mib >= max(req.gpu_mem_mib,
+                                                                        req.gpu_memory_mib)]
+        if not big_enough:
+            return REASON_GPU_MEMORY
+        fits = [(d.free_milli, d.id, d, need) for d in big_enough
+                if d.free_milli >= (need := memory_share(req.gpu_mem_mib, d.memory_mib,
+                                                         req.gpu_milli))]
+        if not fits:
+            return REASON_GPU
+        _, _, chosen, need = (min(fits) if self.policy is Policy.BEST_FIT
+                              else min(fits, key=lambda f: (-f[0], f[1])))
+        return ((chosen.id, need),)
+
     def _score(self, node: _Node, req: TaskRequests) -> float:
         """Fraction of the node in use after placing the replica (mean over resources)."""
         alloc = node.allocatable
@@ -253,6 +272,14 @@ class LocalScheduler:
             fractions.append(taken / (WHOLE * len(node.devices)))
         used = sum(fractions) / len(fractions)
         return used if self.policy is Policy.BEST_FIT else 1.0 - used
+
+
+def memory_share(memory_mib: int, device_mib: int, compute_milli: int = 0) -> int:
+    """The share of a ``device_mib`` device that gives ``memory_mib`` of its memory (at least
+    ``compute_milli``), capped at a whole device: shares and memory go in proportion."""
+    if device_mib <= 0:
+        return WHOLE
+    return min(WHOLE, max(compute_milli, -(-WHOLE * memory_mib // device_mib)))
 
 
 def _by_count(item: tuple[str, int]) -> tuple[int, str]:

@@ -18,12 +18,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.metrics import Metrics
+from hub.placement import memshare
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.queueing import Queueing
@@ -98,13 +100,14 @@ class PlacementLoop:
                 weights = task.spec.score_weights
                 scheduler = (self.variant(weights) if weights and self.variant is not None
                              else self.scheduler)
-                request, result = cycle.decide(task, request, scheduler.schedule)
+                decide = partial(memshare.schedule, scheduler)
+                request, result = cycle.decide(task, request, decide)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
                     request, result = cycle.decide(task, cycle.request(task) or request,
-                                                   scheduler.schedule)
+                                                   decide)
                 if result.cluster is not None and not cycle.admit(task, result):
                     continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.

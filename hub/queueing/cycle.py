@@ -5,7 +5,7 @@ placement loop (``hub.loops``) iterates it and reports each decision back::
 
     for task in cycle:
         request = cycle.request(task)        # None: a quota holds it (see cycle.held)
-        request, result = cycle.decide(task, request, scheduler.schedule)
+        request, result = cycle.decide(task, request, partial(memshare.schedule, scheduler))
         cycle.admit(task, result)            # per-model / per-cluster quotas, then reserve
         cycle.placed(task, result) | cycle.missed(task, request, result)
 
@@ -157,12 +157,13 @@ class Cycle:
         return replace(base, exclude=base.exclude | frozenset(excluded))
 
     def decide(self, task: ActiveTask, request: PlacementRequest,
-               schedule: Callable[[PlacementRequest], PlacementResult],
+               schedule: Callable[[PlacementRequest], tuple[PlacementRequest, PlacementResult]],
                ) -> tuple[PlacementRequest, PlacementResult]:
-        """Schedule ``request``; if it chose a cluster kept for another task of a rank at
-        least the task's, schedule again without the kept clusters. (Asked this way round,
-        a decision pays for the holds only when it would take a held cluster.)"""
-        result = schedule(request)
+        """Schedule ``request`` (``schedule`` answers the request it decided for and the
+        result); if it chose a cluster kept for another task of a rank at least the task's,
+        schedule again without the kept clusters. (Asked this way round, a decision pays
+        for the holds only when it would take a held cluster.)"""
+        request, result = schedule(request)
         if result.cluster is None or result.cluster not in self.owner.reserved:
             return request, result
         rank = self.rank(task)
@@ -170,8 +171,7 @@ class Cycle:
                          if hold.task_id != task.id and rank <= hold.rank)
         if result.cluster not in kept:
             return request, result
-        request = replace(request, exclude=request.exclude | kept)
-        return request, schedule(request)
+        return schedule(replace(request, exclude=request.exclude | kept))
 
     def admit(self, task: ActiveTask, result: PlacementResult) -> bool:
         """After the fit chose a cluster and model: False (and held) if a per-model or
