@@ -19,6 +19,7 @@ from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
 from hub.api import audit, capacity, clusters, explain, ha, planning, profiles, queues, tasks
+from hub.api import push as push_api
 from hub.core import Hub
 from hub.ui import router as ui_router
 
@@ -43,6 +44,7 @@ def create_app(hub: Hub) -> FastAPI:
     )
     app.state.hub = hub
     app.include_router(clusters.router)
+    app.include_router(push_api.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)
     app.include_router(tasks.router)
