@@ -18,7 +18,18 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, explain, ha, planning, profiles, queues, tasks
+from hub.api import (
+    audit,
+    capacity,
+    clusters,
+    events,
+    explain,
+    ha,
+    planning,
+    profiles,
+    queues,
+    tasks,
+)
 from hub.api import push as push_api
 from hub.core import Hub
 from hub.ui import router as ui_router
@@ -54,6 +65,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(planning.router)
     app.include_router(ui_router)
     ha.install(app, hub)
+    app.include_router(events.router)
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:
@@ -88,8 +100,10 @@ def create_health_app(hub: Hub) -> FastAPI:
         # A standby is ready: it serves reads and answers writes with the leader's address.
         role = "leader" if hub.ha.leading else "standby"
         ready = bool(hub.started) or (role == "standby" and hub.ha.lost is None)
-        return JSONResponse({"ready": ready, "role": role},
-                            status_code=200 if ready else 503)
+        body: dict[str, Any] = {"ready": ready, "role": role, **hub.events.readiness()}
+        if body["redis"] == "down":     # degraded, not failed: placement goes on
+            body["degraded"] = True
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:
