@@ -372,12 +372,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200, 1,000 decisions")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
+    parser.add_argument("--queues", type=int, default=0,
+                        help="also time the same requests through N queues (queue_pass.py)")
     args = parser.parse_args(argv)
     if args.quick:
         args.clusters, args.nodes, args.decisions = 10, 200, 1000
         args.baseline_decisions = min(args.baseline_decisions, 50)
         args.live = min(args.live, 500)
     out = run(args)
+    if args.queues:
+        from queue_pass import ab
+
+        out["queueing"] = ab(lambda: build_fleet(random.Random(args.seed), args.clusters,
+                                                 args.nodes),
+                             make_requests(random.Random(args.seed + 1), args.decisions),
+                             args.queues, args.live)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

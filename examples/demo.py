@@ -3,9 +3,10 @@
 Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu-east``
 (H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
-example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
-``fuyaoctl cluster list``, ``cluster watch``, ``hub status``, ``task list``, ``capacity``,
-``capacity fit`` and ``capacity n-1``, and the web view's URL. ``--keep`` leaves it running.
+example tasks with ``fuyaoctl task submit`` (two teams' into their own queues, created with
+``fuyaoctl queue create``), waits for them to settle, and prints ``fuyaoctl cluster list``,
+``cluster watch``, ``hub status``, ``task list``, ``queue list``, ``capacity``, ``capacity
+fit`` and ``capacity n-1``, and the web view's URL. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ CLUSTERS = [
     ("edge-mixed", "edge-mixed.yaml", {"fuyao.io/region": "cn-south"}, 1),
 ]
 TASK_FILES = ["train-h100.yaml", "finetune-a100.yaml", "inference-t4.yaml",
-              "notebook-share.yaml", "etl-arm.yaml", "batch.yaml", "too-big.yaml"]
+              "notebook-share.yaml", "etl-arm.yaml", "batch.yaml", "too-big.yaml",
+              "team-a.yaml", "team-b.yaml"]
+QUEUES = [  # two teams' queues: weights 2:1, GPU quotas, team-b may borrow idle quota
+    ["team-a", "--weight", "2", "--quota", "gpu=8", "--quota", "cpu=64"],
+    ["team-b", "--weight", "1", "--quota", "gpu=4", "--borrow", "gpu=4"],
+]
 
 
 def fuyaoctl(stack: LocalStack, *args: str, capture: bool = False) -> str:
@@ -60,8 +66,10 @@ def settle(stack: LocalStack, timeout: float) -> None:
         while time.monotonic() < deadline:
             tasks = client.list_tasks()
             waiting = [t for t in tasks if t.state.value in ("Queued", "Placed")]
-            # Settled: everything placed has started, and what waits has its reasons.
-            if tasks and all(t.state.value == "Queued" and t.reasons for t in waiting):
+            # Settled: everything placed has started, and what waits has its reasons (or
+            # the queue quota holding it).
+            if tasks and all(t.state.value == "Queued" and (t.reasons or t.held_by)
+                             for t in waiting):
                 return
             time.sleep(0.5)
 
@@ -102,11 +110,15 @@ def main() -> int:
         fuyaoctl(stack, "cluster", "list")
         fuyaoctl(stack, "cluster", "watch", "--since", "0", "--timeout", "1s")
         fuyaoctl(stack, "hub", "status")
+        for queue in QUEUES:
+            fuyaoctl(stack, "queue", "create", *queue)
         for task_file in TASK_FILES:
             fuyaoctl(stack, "task", "submit", "-f", str(TASKS / task_file))
         settle(stack, timeout=30)
         fuyaoctl(stack, "task", "list")
         fuyaoctl(stack, "task", "describe", "too-big")
+        fuyaoctl(stack, "queue", "list")
+        fuyaoctl(stack, "queue", "describe", "team-b")
         task_features(stack)
         fuyaoctl(stack, "capacity")
         fuyaoctl(stack, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 
 from hub.activetask import ActiveTask, Command
 from hub.auth.actor import SYSTEM, Actor
@@ -36,6 +37,7 @@ from hub.taskbook import TaskBook
 log = logging.getLogger(__name__)
 
 MAX_TASKS_PER_CYCLE = 20_000
+SETTLE_SECONDS = 0.02
 
 
 def send_all(sessions: Sessions, commands: Sequence[Command]) -> None:
@@ -71,6 +73,10 @@ class PlacementLoop:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=self.interval)
+            # Let what woke it settle: a member frees a finished task's node (a delta) just
+            # before it reports the task ended; a cycle between the two would still count the
+            # task in its queue's use and hand the room by a stale fair share.
+            await asyncio.sleep(SETTLE_SECONDS)
             self.wake.clear()
             try:
                 await self.cycle()
@@ -96,13 +102,14 @@ class PlacementLoop:
                 weights = task.spec.score_weights
                 scheduler = (self.variant(weights) if weights and self.variant is not None
                              else self.scheduler)
-                request, result = memshare.schedule(scheduler, request)
+                decide = partial(memshare.schedule, scheduler)
+                request, result = cycle.decide(task, request, decide)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
-                    request = cycle.request(task) or request
-                    request, result = memshare.schedule(scheduler, request)
+                    request, result = cycle.decide(task, cycle.request(task) or request,
+                                                   decide)
                 if result.cluster is not None and not cycle.admit(task, result):
                     continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.

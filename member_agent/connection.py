@@ -323,7 +323,8 @@ class Agent:
                     await self._place(message.place)
                 elif kind == "cancel":
                     c = message.cancel
-                    await self.backend.cancel(c.task_id, c.generation, c.reason)
+                    await self.backend.cancel(c.task_id, c.generation, c.reason,
+                                              c.grace_seconds)
                 elif kind == "ack":
                     sent = self._beats.acked(message.ack.sent_unix_ms)
                     if sent is not None:

@@ -5,8 +5,9 @@ placement loop (``hub.loops``) iterates it and reports each decision back::
 
     for task in cycle:
         request = cycle.request(task)        # None: a quota holds it (see cycle.held)
-        ...schedule...
-        cycle.placed(task, result) | cycle.missed(task, result)
+        request, result = cycle.decide(task, request, partial(memshare.schedule, scheduler))
+        cycle.admit(task, result)            # per-model / per-cluster quotas, then reserve
+        cycle.placed(task, result) | cycle.missed(task, request, result)
 
 Order: queues of a higher priority level first (strict); inside a level, the queue with the
 lowest weighted dominant share next (``share / weight``, updated after each placement, a
@@ -19,7 +20,7 @@ holds a reservation on its nearest-fit cluster, so backfill never takes that roo
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,7 @@ class Cycle:
     admitted: set[str] = field(default_factory=set)
     holds: dict[str, str] = field(default_factory=dict)
     heads: dict[str, int] = field(default_factory=dict)   # missed heads -> cycles blocked
+    quota_excluded: dict[str, str] = field(default_factory=dict)  # task -> cluster quotas
 
     def __post_init__(self) -> None:
         for lane in self.lanes.values():
@@ -127,35 +129,58 @@ class Cycle:
         return (lane.state.priority if lane else 0, task.priority)
 
     def request(self, task: ActiveTask) -> PlacementRequest | None:
-        """The request to schedule, with clusters held for others or over a per-cluster
-        quota excluded; None when a quota holds the task (recorded in ``held``)."""
+        """The request to schedule (clusters over a per-cluster quota excluded); None when
+        a quota holds the task (recorded in ``held``). Schedule it with ``decide``."""
         lane = self.lanes[task.queue]
-        need = demand(task.spec.requests())
-        why = quota_hold(lane.state, self.owner.states(), self.usage, need)
+        stopping = self.owner.stopping(task)
+        if stopping is not None:     # its preempted copy may still run: never two at once
+            self.holds[task.id] = stopping
+            return None
+        need = demand(task.request().requests)
+        why = (quota_hold(lane.state, self.owner.states(), self.usage, need)
+               if lane.state.limits else None)
         if why is None and lane.state.cluster_limits:
             over = cluster_holds(lane.state, self.usage, need, self.clusters)
             if over and len(over) == len(self.clusters):
                 why = next(iter(over.values()))
+            elif over:      # named if it then fits nowhere else
+                self.quota_excluded[task.id] = "; ".join(over[c] for c in sorted(over))
             excluded = set(over)
         else:
             excluded = set()
         if why is not None:
             self._hold(task, why)
             return None
-        rank = self.rank(task)
-        for cluster, hold in self.owner.reserved.items():
-            if hold.task_id != task.id and rank <= hold.rank:
-                excluded.add(cluster)
         base = task.request()
         if not excluded - base.exclude:
             return base
         return replace(base, exclude=base.exclude | frozenset(excluded))
 
+    def decide(self, task: ActiveTask, request: PlacementRequest,
+               schedule: Callable[[PlacementRequest], tuple[PlacementRequest, PlacementResult]],
+               ) -> tuple[PlacementRequest, PlacementResult]:
+        """Schedule ``request`` (``schedule`` answers the request it decided for and the
+        result); if it chose a cluster kept for another task of a rank at least the task's,
+        schedule again without the kept clusters. (Asked this way round, a decision pays
+        for the holds only when it would take a held cluster.)"""
+        request, result = schedule(request)
+        if result.cluster is None or result.cluster not in self.owner.reserved:
+            return request, result
+        rank = self.rank(task)
+        kept = frozenset(c for c, hold in self.owner.reserved.items()
+                         if hold.task_id != task.id and rank <= hold.rank)
+        if result.cluster not in kept:
+            return request, result
+        return schedule(replace(request, exclude=request.exclude | kept))
+
     def admit(self, task: ActiveTask, result: PlacementResult) -> bool:
         """After the fit chose a cluster and model: False (and held) if a per-model or
         per-cluster quota would be exceeded there."""
         lane = self.lanes[task.queue]
-        need = demand(task.spec.requests(), result.model)
+        if not lane.state.cluster_limits and not any(r.startswith("gpu.")
+                                                     for r in lane.state.limits):
+            return True     # nothing the chosen cluster or model could change
+        need = demand(task.request().requests, result.model)
         why = quota_hold(lane.state, self.owner.states(), self.usage, need)
         if why is None and result.cluster is not None:
             why = cluster_holds(lane.state, self.usage, need, [result.cluster]).get(
@@ -174,7 +199,7 @@ class Cycle:
         lane = self.lanes[task.queue]
         self.admitted.add(task.id)
         self.owner.models[task.id] = result.model
-        self.usage.charge(task.queue, result.cluster, demand(task.spec.requests(),
+        self.usage.charge(task.queue, result.cluster, demand(task.request().requests,
                                                             result.model))
         lane.key = self._share(lane.state)
         lane.head_tried = True
@@ -184,6 +209,8 @@ class Cycle:
                result: PlacementResult) -> None:
         """A task fit nowhere: at its queue's head it blocks the queue for a while."""
         self.misses.append((task, request, result))
+        if task.id in self.quota_excluded:
+            self.holds[task.id] = self.quota_excluded[task.id]
         lane = self.lanes[task.queue]
         if lane.head_tried:
             return

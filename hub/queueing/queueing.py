@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fuyao.errors import InvalidInput
@@ -41,6 +42,7 @@ from hub.taskbook import TaskBook
 
 log = logging.getLogger(__name__)
 ADMITTED = (TaskState.PLACED, TaskState.RUNNING)
+STOP_MARGIN_SECONDS = 2.0   # after a victim's grace period, before it may be placed again
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class Queueing:
         self.positions: dict[str, int] = {}
         self.holds: dict[str, str] = {}
         self.preempting: dict[str, tuple[str, tuple[str, ...]]] = {}  # preemptor -> plan
+        self.evicted: dict[str, tuple[str, str, float]] = {}  # victim -> by, cluster, until
         self.usage = Usage()
         self._demands: dict[str, Vector] = {}
         self.planner = Planner(fleet, profile, headroom_priority, self.models)
@@ -202,6 +205,8 @@ class Queueing:
                 del self.reserved[cluster]
         for task_id in [p for p in self.preempting if p not in waiting]:
             del self.preempting[task_id]
+        for task_id in [v for v in self.evicted if v not in waiting]:
+            del self.evicted[task_id]
         active = set(self.tasks.active)
         for task_id in [t for t in self.models if t not in active]:
             del self.models[task_id]
@@ -233,6 +238,19 @@ class Queueing:
         until = time.monotonic() + self.config.reservation_seconds
         self.reserved[cluster] = Hold(task.id, task.name, rank, kind, until)
 
+    def stopping(self, task: ActiveTask) -> str | None:
+        """Why a preempted task is not placed again yet: its old copy has its grace period
+        (plus a margin) to stop, and a task never runs twice at once. None once it may."""
+        held = self.evicted.get(task.id)
+        if held is None:
+            return None
+        by, cluster, until = held
+        left = until - time.monotonic()
+        if left <= 0:
+            del self.evicted[task.id]
+            return None
+        return f"preempted by {by}: waits up to {left:.0f}s for its copy on {cluster} to stop"
+
     def release_hold(self, task_id: str) -> None:
         """The task was placed: what it held is free for everyone."""
         for cluster in [c for c, h in self.reserved.items() if h.task_id == task_id]:
@@ -261,6 +279,11 @@ class Queueing:
             candidates = self._candidates(task, cycle)
             if not candidates:
                 continue
+            rank = cycle.rank(task)
+            kept = frozenset(c for c, hold in self.reserved.items()
+                             if hold.task_id != task.id and rank <= hold.rank)
+            if kept - request.exclude:    # never make room on a cluster kept for another
+                request = replace(request, exclude=request.exclude | kept)
             keep = [t for t in self.tasks.active.values() if t.state == TaskState.PLACED]
             plan = self.planner.plan(request, candidates, cycle.rank, keep)
             if plan is None:
@@ -305,6 +328,8 @@ class Queueing:
                 log.exception("could not preempt %s for %s", victim.name, task.name)
                 continue
             evicted.append(victim.name)
+            self.evicted[victim.id] = (task.name, cluster, time.monotonic()
+                                       + self.config.grace_seconds + STOP_MARGIN_SECONDS)
             self.usage.charge(victim.queue, cluster, self._demands.pop(victim.id, {}), -1)
             await self.tasks.writer.call(
                 self.tasks.writer.store.audit, "system", "task.preempt", victim.name,
@@ -316,6 +341,15 @@ class Queueing:
         return commands
 
     # -- what holds a task ---------------------------------------------------------------------
+
+    def _positions_now(self) -> dict[str, int]:
+        """Each queued task's place in its queue now (the cycle's order inside a queue)."""
+        out: dict[str, int] = {}
+        seen: Counter[str] = Counter()
+        for task in self.tasks.queued():
+            seen[task.queue] += 1
+            out[task.id] = seen[task.queue]
+        return out
 
     def hold_for(self, task: ActiveTask) -> dict[str, Any] | None:
         """The queue and quota state of a queued task (``task explain``, ``task describe``).
@@ -331,6 +365,8 @@ class Queueing:
         rec = self.book.records.get(task.queue)
         used = self.usage.of(task.queue)
         plan = self.preempting.get(task.id)
+        if task.id not in self.positions:      # submitted since the last cycle
+            self.positions = self._positions_now()
         return {
             "queue": task.queue,
             "position": self.positions.get(task.id),

@@ -126,6 +126,8 @@ class Backend(Protocol):
         """Create the workload for a task copy (idempotent per task id + generation)."""
         ...
 
-    async def cancel(self, task_id: str, generation: int, reason: str = "") -> None:
-        """Stop the task's copies with this generation or older and free their resources."""
+    async def cancel(self, task_id: str, generation: int, reason: str = "",
+                     grace_seconds: int = 0) -> None:
+        """Stop the task's copies with this generation or older and free their resources;
+        ``grace_seconds`` > 0: a running copy gets that long to stop (as a preemption asks)."""
         ...

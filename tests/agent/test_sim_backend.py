@@ -101,6 +101,28 @@ async def test_cancel_frees_resources_and_reports_cancelled(
     assert rec.phases("job1").count(Phase.CANCELLED) == 1
 
 
+async def test_cancel_with_grace_keeps_running_that_long_then_stops(
+    sim: tuple[SimBackend, Recorder],
+) -> None:
+    backend, rec = sim
+    await backend.place(place("job1", duration=5))    # would finish during the grace
+    await backend.place(place("job2"))
+    await backend.cancel("job1", 1, "preempted", grace_seconds=30)   # 0.3 s at this scale
+    await asyncio.sleep(0.1)
+    assert rec.phases("job1")[-1] is Phase.RUNNING      # terminating, not finished
+    assert gpu_free(backend) == [0, 0]
+    for _ in range(100):
+        if rec.phases("job1")[-1] is Phase.CANCELLED:
+            break
+        await asyncio.sleep(0.05)
+    assert rec.phases("job1")[-1] is Phase.CANCELLED and Phase.SUCCEEDED not in rec.phases("job1")
+    assert gpu_free(backend) == [1000, 0]
+    await backend.cancel("job2", 1, "preempted", grace_seconds=30)
+    await backend.cancel("job2", 1, "stale copy")       # no grace: at once
+    assert rec.phases("job2")[-1] is Phase.CANCELLED
+    assert gpu_free(backend) == [1000, 1000]
+
+
 async def test_duplicate_place_is_a_no_op(sim: tuple[SimBackend, Recorder]) -> None:
     backend, rec = sim
     await backend.place(place("job1"))

@@ -183,6 +183,10 @@ def test_examples_ask_for_what_their_names_say() -> None:
     dag = read_task_file(str(EXAMPLES / "dag.yaml"))
     assert [(s.name, s.after) for s in dag.specs] == [
         ("dag-prep", []), ("dag-train", ["dag-prep"]), ("dag-eval", ["dag-train", "dag-prep"])]
-    for spec in [*batch.specs, *dag.specs, *(one(p.stem) for p in EXAMPLES.glob("*.yaml")
-                                             if p.stem not in ("batch", "dag"))]:
+    teams = [*read_task_file(str(EXAMPLES / "team-a.yaml")).specs,
+             *read_task_file(str(EXAMPLES / "team-b.yaml")).specs]
+    assert {s.queue for s in teams} == {"team-a", "team-b"}
+    for spec in [*batch.specs, *dag.specs, *teams,
+                 *(one(p.stem) for p in EXAMPLES.glob("*.yaml")
+                   if p.stem not in ("batch", "dag", "team-a", "team-b"))]:
         assert 10 <= spec.duration_seconds() <= 60, spec.name

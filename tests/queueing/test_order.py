@@ -113,6 +113,9 @@ async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
     await quiet.hub.placement.cycle()
     assert placed(quiet)["urgent"] == "east"
     assert "low-old" not in placed(quiet)
+    held = (await quiet.api.get("/api/v1/tasks/low-new")).json()["held_by"]
+    assert held.startswith("preempted by urgent: waits up to 3") and held.endswith(
+        "s for its copy on east to stop")
 
 
 async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarness) -> None:
@@ -123,3 +126,18 @@ async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarne
     await quiet.hub.placement.cycle()
     assert sorted(placed(quiet)) == ["run-0", "run-1"]
     assert quiet.hub.queueing.preempting == {}
+
+
+async def test_a_per_cluster_quota_sends_the_rest_elsewhere_then_holds(
+        quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=1, gpus=8)
+    add_cluster(quiet, "west", nodes=1, gpus=1)
+    await queue(quiet, "team-c", cluster_quotas={"east": {"gpu": 1}})
+    await submit(quiet, *gpu_tasks("c", 3, "team-c"))
+    await quiet.hub.placement.cycle()
+    assert sorted(placed(quiet).values()) == ["east", "west"]
+    view = (await quiet.api.get("/api/v1/tasks/c-2")).json()
+    assert view["held_by"] == "queue team-c: gpu quota on east 1, in use 1"
+    assert view["reasons"] == {"east": "cluster excluded", "west": "no node with 1 free GPU"}
+    usage = (await quiet.api.get("/api/v1/queues/team-c")).json()["cluster_usage"]
+    assert usage["east"]["gpu"] == "1" and usage["west"]["gpu"] == "1"

@@ -246,8 +246,10 @@ class KubeBackend:
                 await self._delete_pods(key)
                 return
 
-    async def cancel(self, task_id: str, generation: int, reason: str = "") -> None:
-        """Delete the pods of every live copy with this generation or older."""
+    async def cancel(self, task_id: str, generation: int, reason: str = "",
+                     grace_seconds: int = 0) -> None:
+        """Delete the pods of every live copy with this generation or older (with
+        ``grace_seconds`` as their termination grace period when given)."""
         for key in sorted(self._all_keys()):
             status = self._reported.get(key)
             live = status is None or not status.phase.terminal
@@ -256,7 +258,7 @@ class KubeBackend:
             self._cancelling[key] = reason or "cancelled by the hub"
             if not self._copy_pods.get(key):
                 self._finish_cancel(key)
-            await self._delete_pods(key)
+            await self._delete_pods(key, grace_seconds)
             await self._member.delete_pod_group(*key)
 
     # --- cache updates (event loop thread) ----------------------------------------------
@@ -457,14 +459,16 @@ class KubeBackend:
 
     # --- API calls ----------------------------------------------------------------------
 
-    async def _delete_pods(self, key: CopyKey) -> None:
+    async def _delete_pods(self, key: CopyKey, grace_seconds: int = 0) -> None:
+        body = client.V1DeleteOptions(
+            propagation_policy="Background",
+            grace_period_seconds=grace_seconds if grace_seconds > 0 else None)
         for pod_key in sorted(self._copy_pods.get(key, set())):
             namespace, name = pod_key.split("/", 1)
             try:
                 # Options in the body: a real API server takes the grace period from there.
                 await asyncio.to_thread(self._core.delete_namespaced_pod, name, namespace,
-                                        body=client.V1DeleteOptions(
-                                            propagation_policy="Background"))
+                                        body=body)
             except ApiException as exc:
                 if exc.status != 404:
                     log.warning("deleting pod %s failed: %s", pod_key, api_reason(exc))

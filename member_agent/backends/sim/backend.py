@@ -197,8 +197,11 @@ class SimBackend:
             self._retry_pending()
         self._try_bind(copy)
 
-    async def cancel(self, task_id: str, generation: int, reason: str = "") -> None:
-        """Cancel every live copy of the task with this generation or older."""
+    async def cancel(self, task_id: str, generation: int, reason: str = "",
+                     grace_seconds: int = 0) -> None:
+        """Cancel every live copy of the task with this generation or older; with a grace
+        period a running copy keeps its resources that long (it is terminating, so it does
+        not finish meanwhile), then stops. A cancel without grace stops it at once."""
         hits = [
             c
             for c in self._copies.get(task_id, {}).values()
@@ -207,8 +210,15 @@ class SimBackend:
         if not hits:
             log.debug("cancel %s <= g%d: no live copy", task_id, generation)
         freed = False
+        why = reason or "cancelled by the hub"
         for copy in sorted(hits, key=lambda c: c.generation):
-            freed |= self._stop(copy, reason or "cancelled by the hub")
+            if grace_seconds > 0 and copy.phase is Phase.RUNNING and copy.bindings:
+                if copy.timer is not None:
+                    copy.timer.cancel()
+                copy.timer = asyncio.get_running_loop().call_later(
+                    grace_seconds * self._time_scale, self._stop_later, copy, why)
+                continue
+            freed |= self._stop(copy, why)
         if freed:
             self._retry_pending()
 
@@ -265,6 +275,12 @@ class SimBackend:
         released = self._release(copy)
         self._set(copy, Phase.SUCCEEDED, node=copy.node)
         if released:
+            self._retry_pending()
+
+    def _stop_later(self, copy: _Copy, reason: str) -> None:
+        """A grace period ended: stop the copy if it still runs."""
+        copy.timer = None
+        if not copy.phase.terminal and self._stop(copy, reason):
             self._retry_pending()
 
     def _stop(self, copy: _Copy, reason: str) -> bool:

@@ -12,7 +12,8 @@ agent (0: never).
 
 Protocol (one JSON object per line; nodes and PlaceTask as base64 protobuf):
   agent -> member   {"op": "place", "place": B64}
-                    {"op": "cancel", "task_id": ID, "generation": N, "reason": TEXT}
+                    {"op": "cancel", "task_id": ID, "generation": N, "reason": TEXT,
+                     "grace_seconds": N}
                     {"op": "lease", "until": CLOCK_MONOTONIC seconds}
   member -> agent   {"kind": "snapshot", "labels": {...}, "nodes": [B64], "tasks": [STATUS]}
                     then, in order: {"kind": "nodes", "upserted": [B64], "removed": [NAME]}
@@ -172,7 +173,8 @@ class SimMember:
             await self.backend.place(place, fenced=self.lease.refusal())
         elif op == "cancel":
             await self.backend.cancel(str(request["task_id"]), int(request["generation"]),
-                                      str(request.get("reason", "")))
+                                      str(request.get("reason", "")),
+                                      int(request.get("grace_seconds", 0)))
         else:
             log.warning("unknown request from the agent: %r", op)
 

@@ -82,10 +82,11 @@ class MemberBackend:
         """Ask the member to create the copy."""
         await self._request({"op": "place", "place": b64(command)})
 
-    async def cancel(self, task_id: str, generation: int, reason: str = "") -> None:
-        """Ask the member to stop copies up to ``generation``."""
+    async def cancel(self, task_id: str, generation: int, reason: str = "",
+                     grace_seconds: int = 0) -> None:
+        """Ask the member to stop copies up to ``generation`` (within ``grace_seconds``)."""
         await self._request({"op": "cancel", "task_id": task_id, "generation": generation,
-                             "reason": reason})
+                             "reason": reason, "grace_seconds": grace_seconds})
 
     async def renew_lease(self, sent_monotonic: float, lease_seconds: float) -> None:
         """Extend the member's lease to ``sent_monotonic + lease_seconds``."""
