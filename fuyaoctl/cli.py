@@ -17,7 +17,7 @@ import click
 from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
-from fuyaoctl.commands import explain, profile
+from fuyaoctl.commands import explain, profile, simulate
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
 from fuyaoctl.render_insight import InsightRenderer
@@ -267,6 +267,7 @@ def audit(app: AppContext, limit: int) -> None:
 
 task.add_command(explain.task_explain)
 cli.add_command(profile.profile)
+cli.add_command(simulate.simulate)
 
 
 def main() -> None:

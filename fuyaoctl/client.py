@@ -37,6 +37,7 @@ from fuyao.errors import (
     Transient,
 )
 from fuyao.insight import DryRunView, ExplainView
+from fuyao.inventory import NodeInfo
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -63,6 +64,7 @@ _TASKS = TypeAdapter(list[TaskView])
 _CAPACITY = TypeAdapter(list[CapacityRow])
 _AUDIT = TypeAdapter(list[AuditEntry])
 _CLUSTER = TypeAdapter(ClusterView)
+_NODES = TypeAdapter(list[NodeInfo])
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
@@ -159,6 +161,10 @@ class Client:
     def get_cluster(self, name: str) -> ClusterView:
         """One cluster; NotFound if it does not exist."""
         return self._parse(_CLUSTER, self._call("GET", f"/clusters/{_seg(name)}"))
+
+    def cluster_nodes(self, name: str) -> list[NodeInfo]:
+        """A cluster's nodes as the hub holds them (labels, allocatable, free, devices)."""
+        return self._parse(_NODES, self._call("GET", f"/clusters/{_seg(name)}/nodes"))
 
     def cordon(self, name: str) -> ClusterView:
         """Stop new placements on a cluster; what runs there keeps running."""

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, explain, profiles, tasks
+from hub.api import audit, capacity, clusters, explain, nodes, profiles, tasks
 from hub.core import Hub
 
 
@@ -42,6 +42,7 @@ def create_app(hub: Hub) -> FastAPI:
     )
     app.state.hub = hub
     app.include_router(clusters.router)
+    app.include_router(nodes.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)
     app.include_router(tasks.router)

@@ -1,0 +1,1 @@
+"""Capacity planning: what fits, what-if, history and simulation (rooms of the hub)."""
