@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState, TaskRequests
@@ -110,8 +111,9 @@ class NaiveScheduler:
     """BASELINE. The default profile's decision with no index, no grouping and no caches.
 
     Same semantics as ClusterReady + NodeFit + Headroom filters and the 2 x ClusterWeight +
-    1 x Headroom score: every decision evaluates the selector on every node of every
-    cluster and counts free devices node by node.
+    1 x Headroom + 2 x LeastOverqualified score (ClusterAffinity and AcceleratorFit are
+    constant for these requests): every decision evaluates the selector on every node of
+    every cluster and counts free devices node by node.
     """
 
     def __init__(self, fleet: FleetView, headroom_priority: int = 1000) -> None:
@@ -119,7 +121,7 @@ class NaiveScheduler:
         self.headroom_priority = headroom_priority
 
     def schedule(self, req: PlacementRequest) -> str | None:
-        feasible: list[tuple[ClusterInfo, float]] = []
+        feasible: list[tuple[ClusterInfo, float, int]] = []
         for cluster in self.fleet.clusters():
             if not cluster.schedulable or cluster.name in req.exclude:
                 continue
@@ -130,14 +132,19 @@ class NaiveScheduler:
             may_use_reserve = req.failover or req.priority >= self.headroom_priority
             if not may_use_reserve and room < cluster.headroom - 1e-9:
                 continue
-            feasible.append((cluster, room))
+            rank = DEFAULT_CATALOG.rank(model) if model and req.requests.gpu_milli else None
+            feasible.append((cluster, room, -1 if rank is None else rank))
         if not feasible:
             return None
-        top = max(c.weight for c, _ in feasible)
+        top = max(c.weight for c, _, _ in feasible)
+        ranks = [r for _, _, r in feasible if r >= 0]
+        low, high = (min(ranks), max(ranks)) if ranks else (0, 0)
         best, best_total = None, float("-inf")
-        for cluster, room in feasible:
+        for cluster, room, rank in feasible:
             weight_score = 100.0 * cluster.weight / top if top else 0.0
-            total = 2 * weight_score + max(0.0, min(100.0, 100 * room))
+            modest = (100.0 if rank < 0 or high == low
+                      else 100.0 * (high - rank) / (high - low))
+            total = (2 * weight_score + max(0.0, min(100.0, 100 * room)) + 2 * modest)
             if total > best_total:
                 best, best_total = cluster.name, total
         return best

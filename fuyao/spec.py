@@ -118,6 +118,15 @@ class TaskRequests:
 Quantity = str | int | float
 
 
+class ClusterPreference(BaseModel):
+    """A preferred set of clusters (a selector over cluster labels) and its weight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    selector: str = Field(max_length=1000)
+    weight: int = Field(default=1, ge=1, le=100)
+
+
 class TaskSpec(BaseModel):
     """A task as a user submits it (YAML file, CLI flags, REST body, SDK call)."""
 
@@ -149,6 +158,14 @@ class TaskSpec(BaseModel):
                              description="tasks that must succeed before this one starts")
     image_platforms: list[str] = Field(default_factory=list, max_length=16,
                                        description="os/arch the image runs on: linux/amd64")
+    cluster_selector: str | None = Field(default=None, max_length=1000,
+                                         description="required cluster labels (a selector)")
+    cluster_preference: list[ClusterPreference] = Field(default_factory=list, max_length=16)
+    score_weights: dict[str, float] = Field(
+        default_factory=dict, max_length=16,
+        description="placement score weights by plugin, e.g. {Headroom: 0, Pack: 3}")
+    preemptible: bool = Field(
+        default=True, description="false: never evicted to make room for another task")
 
     @field_validator("name", "queue")
     @classmethod
@@ -167,6 +184,16 @@ class TaskSpec(BaseModel):
             check_name(name, "dependency")
         if len(set(value)) != len(value):
             raise ValueError("a dependency is listed twice")
+        return value
+
+    @field_validator("score_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,63}", name):
+                raise ValueError(f"{name!r} is not a plugin name")
+            if not 0 <= weight <= 1000:
+                raise ValueError(f"{name}: weight {weight} must be in 0..1000")
         return value
 
     @field_validator("image_platforms")
@@ -217,6 +244,9 @@ class TaskSpec(BaseModel):
 
         try:
             parse_selector(self.effective_selector())
+            for text in (self.cluster_selector or "",
+                         *(p.selector for p in self.cluster_preference)):
+                parse_selector(text)
         except FuyaoError as exc:
             raise ValueError(exc.message) from exc
         return self
@@ -302,6 +332,10 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    queue_position: int | None = Field(
+        default=None, description="when Queued: 1 = next of its queue to be tried")
+    held_by: str | None = Field(
+        default=None, description="when Queued: the queue quota holding it, if one is")
 
 
 class JoinRequest(BaseModel):

@@ -18,6 +18,7 @@ from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import explain, profile, simulate
+from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
 from fuyaoctl.render_insight import InsightRenderer
@@ -160,6 +161,8 @@ def task() -> None:
               callback=names, help="Platform the image runs on (linux/amd64); repeatable.")
 @click.option("--dry-run", is_flag=True,
               help="Print where it would go (cluster, nodes, scores) and why; store nothing.")
+@click.option("--preemptible/--not-preemptible", default=None,
+              help="May it be evicted for higher-priority work? (default: yes)")
 @output_option
 @click.pass_obj
 def task_submit(app: AppContext, /, path: str | None, dry_run: bool, **flags: Any) -> None:
@@ -267,6 +270,7 @@ def audit(app: AppContext, limit: int) -> None:
 
 task.add_command(explain.task_explain)
 cli.add_command(profile.profile)
+cli.add_command(queue_commands.queue)
 cli.add_command(simulate.simulate)
 
 

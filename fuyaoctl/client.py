@@ -50,6 +50,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
 
 DEFAULT_HUB: Final = "http://127.0.0.1:8848"
@@ -97,7 +98,7 @@ def task_state(value: TaskState | str) -> TaskState:
     raise InvalidInput(f"task state {value!r} is not one of {names}")
 
 
-class Client:
+class Client(QueueCalls):
     """A connection to one hub: typed methods over its REST API."""
 
     def __init__(

@@ -23,6 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from fuyao.queues import QueueView
 from fuyao.spec import (
     AuditEntry,
     CapacityRow,
@@ -143,7 +144,8 @@ class Renderer:
         for view in views:
             table.add_row(*_cells(
                 view.name, view.state, view.cluster, view.node, _gpu_request(view),
-                view.spec.replicas, view.queue, _ago(view.created_at, suffix=""), view.message,
+                view.spec.replicas, _queue_cell(view), _ago(view.created_at, suffix=""),
+                view.message,
             ))
         self._print(table if views else "No tasks.")
 
@@ -158,7 +160,7 @@ class Renderer:
         parts: list[Any] = [_fields({
             "Name": view.name, "ID": view.id, "State": view.state, "Message": view.message,
             "Cluster": view.cluster, "Node": view.node, "Generation": view.generation,
-            "Queue": view.queue, "Priority": view.priority,
+            "Queue": _queue_cell(view), "Held by": view.held_by, "Priority": view.priority,
             "Created": _when(view.created_at), "Updated": _when(view.updated_at),
             "Image": spec.image, "Command": " ".join(spec.command),
             "Requests": f"{requests} (per replica) x {spec.replicas}",
@@ -180,6 +182,47 @@ class Renderer:
         where += f" (node {view.node})" if view.node else ""
         message = f": {view.message}" if view.message else ""
         self._print(f"task {view.name} is {view.state}{where}{message}")
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def queues(self, views: Sequence[QueueView]) -> None:
+        """``queue list``."""
+        if self._dumped(views):
+            return
+        table = _table("NAME", "PRIORITY", "WEIGHT", "QUOTAS", "BORROW", "IN USE", "SHARE",
+                       "FAIR", "QUEUED", "ADMITTED")
+        for v in views:
+            table.add_row(*_cells(
+                v.name, v.priority, v.weight, _pairs(v.quotas), _pairs(v.borrow),
+                _pairs(v.usage), f"{v.dominant_share:.0%}", f"{v.fair_share:.0%}", v.queued,
+                v.admitted,
+            ))
+        self._print(table)
+
+    def queue(self, v: QueueView) -> None:
+        """``queue describe`` / ``create`` / ``update``: use against quota, shares."""
+        if self._dumped(v):
+            return
+        table = _table("RESOURCE", "QUOTA", "BORROW", "IN USE")
+        for resource in sorted({*v.quotas, *v.borrow, *v.usage}):
+            table.add_row(*_cells(resource, v.quotas.get(resource, "unlimited"),
+                                  v.borrow.get(resource), v.usage.get(resource, "0")))
+        parts: list[Any] = [_fields({
+            "Name": v.name, "Priority level": v.priority, "Weight": v.weight,
+            "Dominant share": f"{v.dominant_share:.1%} of the fleet",
+            "Fair share": f"{v.fair_share:.1%} of its level",
+            "Tasks": f"{v.queued} queued, {v.admitted} placed or running",
+        }), "", "Resources:", _indent(table)]
+        for cluster, quotas in sorted(v.cluster_quotas.items()):
+            used = v.cluster_usage.get(cluster, {})
+            parts.append(f"  on {cluster}: " + ", ".join(
+                f"{r} {used.get(r, '0')}/{q}" for r, q in sorted(quotas.items())))
+        self._print(*parts)
+
+    def queue_deleted(self, answer: Mapping[str, Any]) -> None:
+        """``queue delete``."""
+        if not self._dumped(dict(answer)):
+            self._print(f"queue {answer.get('deleted')} deleted")
 
     # -- fleet -------------------------------------------------------------------------------
 
@@ -320,6 +363,13 @@ def _gpu_request(view: TaskView) -> str:
     if gpu in (0, "0", 0.0):
         return ""
     return f"{gpu} {model}" if model else str(gpu)
+
+
+def _queue_cell(view: TaskView) -> str:
+    """``team-a`` or, when queued, ``team-a #3`` (its position in the queue)."""
+    if view.queue_position is None:
+        return view.queue
+    return f"{view.queue} #{view.queue_position}"
 
 
 def _gpus(per_model: Mapping[str, int], off: Mapping[str, int] | None = None) -> str:

@@ -8,7 +8,7 @@ agents (``workload_of``, ``cancel_command``) and what is written to the store
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -80,11 +80,7 @@ class ActiveTask:
         base = self._request
         if base.failover == self.failover and base.exclude == frozenset(self.avoid):
             return base
-        self._request = PlacementRequest(
-            task_id=base.task_id, name=base.name, requests=base.requests,
-            selector=base.selector, priority=base.priority, failover=self.failover,
-            exclude=frozenset(self.avoid),
-        )
+        self._request = replace(base, failover=self.failover, exclude=frozenset(self.avoid))
         return self._request
 
     def to_record(self) -> TaskRecord:
@@ -103,6 +99,10 @@ def placement_request(task_id: str, spec: TaskSpec, priority: int) -> PlacementR
     return PlacementRequest(
         task_id=task_id, name=spec.name, requests=spec.requests(),
         selector=parse_selector(spec.effective_selector()), priority=priority,
+        cluster_selector=parse_selector(spec.cluster_selector) if spec.cluster_selector
+        else None,
+        cluster_preference=tuple((parse_selector(p.selector), p.weight)
+                                 for p in spec.cluster_preference),
     )
 
 
@@ -132,10 +132,12 @@ def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
     )
 
 
-def cancel_command(cluster: str, task_id: str, generation: int, reason: str) -> Command:
-    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``."""
+def cancel_command(cluster: str, task_id: str, generation: int, reason: str,
+                   grace: int = 0) -> Command:
+    """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``
+    (``grace``: seconds the member lets it stop; 0 = the member's default)."""
     msg = pb.HubMessage(cancel=pb.CancelTask(task_id=task_id, generation=generation,
-                                             reason=reason))
+                                             reason=reason, grace_seconds=grace))
     return (cluster, msg)
 
 

@@ -49,6 +49,7 @@ class HubConfig:
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
+    queueing: dict[str, Any] | None = None  # backfill/preemption (hub.queueing.QueueingConfig)
 
     @property
     def store_url(self) -> str:
@@ -70,7 +71,8 @@ def default_home() -> Path:
 
 
 def load_config_file(path: Path, base: HubConfig) -> HubConfig:
-    """Overlay a YAML config file (keys: the HubConfig fields, ``timings``, ``profile``)."""
+    """Overlay a YAML config file (keys: the HubConfig fields, ``timings``, ``profile``,
+    ``queueing``)."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -36,8 +36,9 @@ from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
-from hub.placement.scheduler import Scheduler
+from hub.placement.variants import Schedulers
 from hub.profiles import ProfileBook
+from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
 from hub.taskbook import TaskBook
@@ -55,17 +56,22 @@ class Hub:
         self.writer = StoreWriter(self.store)
         self.fleet = FleetView()
         profile = Profile.from_config(config.profile) if config.profile else DEFAULT_PROFILE
-        self.scheduler = Scheduler(self.fleet, profile,
-                                   headroom_priority=config.headroom_priority)
+        self.schedulers = Schedulers(self.fleet, profile,
+                                     headroom_priority=config.headroom_priority)
+        self.scheduler = self.schedulers.base
         self.metrics = Metrics()
         self.sessions = Sessions()
         self.clusters = ClusterManager(config, self.writer, self.fleet)
         self.tasks = TaskBook(self.writer, self.fleet)
         self.deps = Dependencies(self.tasks)
-        self.explainer = Explainer(self.scheduler, self.tasks, self.deps)
         self.profiles = ProfileBook(self.writer, self.tasks)
+        self.queueing = Queueing(self.tasks, self.fleet, profile,
+                                 headroom_priority=config.headroom_priority,
+                                 config=QueueingConfig.from_mapping(config.queueing))
+        self.explainer = Explainer(self.schedulers, self.tasks, self.deps, self.queueing)
         self.placement = PlacementLoop(self.tasks, self.scheduler, self.sessions, self.metrics,
-                                       config.timings.placement_interval, self.deps)
+                                       config.timings.placement_interval, self.deps,
+                                       self.queueing, self.schedulers.for_weights)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
         self._loops: list[asyncio.Task[None]] = []
@@ -81,6 +87,7 @@ class Hub:
             self.clusters.ca_cert = self.pki.ca_cert.decode()
         version = await self.writer.call(self.store.migrate)
         await self.clusters.load()
+        await self.queueing.load()
         count = await self.tasks.load()
         await self.deps.load()
         await self.profiles.load()
@@ -156,15 +163,18 @@ class Hub:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
         async with self.audited("task.submit", names):
-            specs = [self.profiles.resolve(s) for s in specs]
+            specs = [self.resolve(s) for s in specs]
             await self.deps.check(specs)
+            self.queueing.check_submit(specs)
             records = await self.tasks.submit(specs)
         self.placement.poke()
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
-    async def resolve(self, spec: TaskSpec) -> TaskSpec:
-        """The spec as it will be stored (its ComputeProfile applied)."""
-        return self.profiles.resolve(spec)
+    def resolve(self, spec: TaskSpec) -> TaskSpec:
+        """The spec as it will be stored (its ComputeProfile applied), or InvalidInput."""
+        resolved = self.profiles.resolve(spec)
+        self.schedulers.check(resolved.score_weights)
+        return resolved
 
     async def list_tasks(self, state: str | None = None,
                          cluster: str | None = None) -> list[TaskView]:
@@ -206,12 +216,15 @@ class Hub:
 
     def _view(self, task: ActiveTask | None, rec: TaskRecord) -> TaskView:
         rec = task.to_record() if task is not None else rec
+        hold = self.queueing.hold_for(task) if task is not None else None
         return TaskView(
             id=rec.id, name=rec.name, state=TaskState(rec.state), cluster=rec.cluster,
             node=rec.node, generation=rec.generation, queue=rec.queue, priority=rec.priority,
             message=rec.message, spec=TaskSpec.model_validate(rec.spec),
             created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
             scores=[ClusterScore.model_validate(s) for s in rec.scores],
+            queue_position=hold["position"] if hold else None,
+            held_by=hold["held_by"] if hold else None,
         )
 
     # -- misc -----------------------------------------------------------------------------------

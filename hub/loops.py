@@ -1,8 +1,10 @@
 """The hub's two background loops: placement cycles and the health monitor.
 
-``PlacementLoop.cycle`` reads the queue in order, asks the scheduler about each task against
-the in-memory fleet view (no I/O on that path), reserves what it places, commits the whole
-cycle in one store write and only then sends the PlaceTask commands. It runs when woken
+``PlacementLoop.cycle`` reads the queues in the order ``hub.queueing`` gives (priority
+levels, weighted fair share, FIFO with bounded backfill; quota-held tasks skipped), asks the
+scheduler about each task against the in-memory fleet view (no I/O on that path), reserves
+what it places, commits the whole cycle in one store write and only then sends the PlaceTask
+commands; then lets the queueing layer preempt for tasks that fit nowhere. It runs when woken
 (a submit, an inventory change, a released reservation) and at least every
 ``placement_interval`` seconds. ``Monitor.tick`` advances cluster health by elapsed time,
 fails tasks over from clusters that stayed NotReady past the eviction timeout, and spills
@@ -15,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
@@ -24,6 +26,7 @@ from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.metrics import Metrics
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
+from hub.queueing import Queueing
 from hub.sessions import Sessions
 from hub.taskbook import TaskBook
 
@@ -42,9 +45,13 @@ class PlacementLoop:
     """Places queued tasks on clusters, one batched cycle at a time."""
 
     def __init__(self, tasks: TaskBook, scheduler: Scheduler, sessions: Sessions,
-                 metrics: Metrics, interval: float, deps: Dependencies | None = None) -> None:
+                 metrics: Metrics, interval: float, deps: Dependencies | None,
+                 queueing: Queueing,
+                 variant: Callable[[Mapping[str, float]], Scheduler] | None = None) -> None:
         self.tasks = tasks
         self.deps = deps
+        self.queueing = queueing
+        self.variant = variant   # the scheduler for a task's own score weights
         self.scheduler = scheduler
         self.sessions = sessions
         self.metrics = metrics
@@ -74,27 +81,40 @@ class PlacementLoop:
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
             held: list[tuple[ActiveTask, Hold]] = []
-            for task in self.tasks.queued()[:MAX_TASKS_PER_CYCLE]:
+            cycle = self.queueing.begin(self.tasks.queued()[:MAX_TASKS_PER_CYCLE])
+            for task in cycle:
                 hold = self.deps.hold(task) if self.deps is not None else None
                 if hold is not None:
                     held.append((task, hold))
                     continue
-                request = task.request()
-                result = self.scheduler.schedule(request)
+                request = cycle.request(task)
+                if request is None:
+                    continue    # a queue quota holds it (cycle.held says which)
+                weights = task.spec.score_weights
+                scheduler = (self.variant(weights) if weights and self.variant is not None
+                             else self.scheduler)
+                result = scheduler.schedule(request)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
-                    request = task.request()
-                    result = self.scheduler.schedule(request)
+                    request = cycle.request(task) or request
+                    result = scheduler.schedule(request)
+                if result.cluster is not None and not cycle.admit(task, result):
+                    continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.
-                if result.cluster is not None and self.scheduler.reserve(request, result).ok:
+                if result.cluster is not None and scheduler.reserve(request, result).ok:
                     placed.append((task, result))
+                    cycle.placed(task, result)
                 else:
                     waiting.append((task, result))
+                    cycle.missed(task, request, result)
+            self.queueing.finish(cycle)
             decided = time.perf_counter()
-            commands = await self.tasks.commit(placed, waiting)
+            commands = await self.tasks.commit(placed, waiting, cycle.held)
             send_all(self.sessions, commands)
+            evictions = await self.queueing.preempt(cycle)
+            send_all(self.sessions, evictions)
             if held and await self._hold(held):
                 self.poke()   # a failed task may fail its own dependents
             self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),

@@ -122,8 +122,11 @@ class TaskBook:
         self,
         placed: Sequence[tuple[ActiveTask, PlacementResult]],
         waiting: Sequence[tuple[ActiveTask, PlacementResult]],
+        held: Sequence[tuple[ActiveTask, str]] = (),
     ) -> list[Command]:
         """Persist one placement cycle in a single commit; returns the PlaceTask commands.
+
+        ``held``: tasks a queue quota holds back, with the quota's message.
 
         The placed tasks' resources were reserved in the fleet view by the caller; if the
         commit fails they are released and the tasks stay Queued.
@@ -169,6 +172,12 @@ class TaskBook:
             task.updated_at = now
             updates.append(task_update(task, "reasons", "scores", "message", "updated_at"))
             events.append(EventRecord(task.id, now, "Pending", message))
+        for task, message in held:
+            if message == task.message:
+                continue
+            task.reasons, task.scores, task.message, task.updated_at = {}, [], message, now
+            updates.append(task_update(task, "reasons", "scores", "message", "updated_at"))
+            events.append(EventRecord(task.id, now, "Held", message))
         if not updates:
             return commands
         try:
@@ -243,8 +252,10 @@ class TaskBook:
     # -- failover and spill-over -----------------------------------------------------------------
 
     async def requeue(self, task: ActiveTask, reason: str, *, failover: bool,
-                      avoid: str | None = None) -> list[Command]:
-        """Back to Queued (the next placement gets a new generation); cancels the old copy.
+                      avoid: str | None = None, kind: str = "Requeued",
+                      grace: int = 0) -> list[Command]:
+        """Back to Queued (the next placement gets a new generation); cancels the old copy
+        (``grace``: seconds the member gives it to stop; ``kind``: the event's kind).
 
         A task already ending is left alone. If the write fails the task stays as it was
         and the error is raised: what asked for the re-queue asks again (the next tick, the
@@ -254,7 +265,8 @@ class TaskBook:
         if task.state.terminal:
             return commands
         if task.cluster is not None:
-            commands.append(cancel_command(task.cluster, task.id, task.generation, reason))
+            commands.append(cancel_command(task.cluster, task.id, task.generation, reason,
+                                           grace))
         snap = snapshot(task)
         task.state = TaskState.QUEUED
         task.cluster = None
@@ -265,7 +277,7 @@ class TaskBook:
         task.message = reason
         task.saving = True
         try:
-            await self._save(task, utcnow(), "Requeued", reason, "state", "cluster", "node",
+            await self._save(task, utcnow(), kind, reason, "state", "cluster", "node",
                              "message")
         except Exception:
             if task.state == TaskState.QUEUED:    # not cancelled meanwhile

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, explain, nodes, profiles, tasks
+from hub.api import audit, capacity, clusters, explain, nodes, profiles, queues, tasks
 from hub.core import Hub
 
 
@@ -48,6 +48,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(capacity.router)
     app.include_router(audit.router)
+    app.include_router(queues.router)
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:

@@ -16,7 +16,7 @@ router = APIRouter(prefix="/api/v1", tags=["tasks"])
 async def dry_run(spec: TaskSpec, hub: HubDep) -> DryRunView:
     """Judge a task against the fleet as it is now: cluster, nodes, scores, or the fit
     error with its histogram and nearest fit. Stores and reserves nothing."""
-    return hub.explainer.dry_run(await hub.resolve(spec))
+    return hub.explainer.dry_run(hub.resolve(spec))
 
 
 @router.get("/tasks/{name}/explain", response_model=ExplainView)

@@ -131,11 +131,8 @@ def _asked(asked: list[Requirement]) -> str:
 
 
 def _variant(req: PlacementRequest, **changes: Any) -> PlacementRequest:
-    return PlacementRequest(
-        task_id=req.task_id, name=req.name,
-        requests=changes.get("requests", req.requests),
-        selector=changes.get("selector", req.selector), priority=req.priority,
-    )
+    """The request with ``changes``, as a fresh placement (no failover, nothing excluded)."""
+    return replace(req, failover=False, exclude=frozenset(), **changes)
 
 
 def _alt(change: dict[str, Any], description: str, result: PlacementResult,

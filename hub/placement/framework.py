@@ -66,11 +66,21 @@ class PlacementRequest:
     priority: int = 0
     failover: bool = False
     exclude: frozenset[str] = frozenset()
+    cluster_selector: Selector | None = None                     # required cluster labels
+    cluster_preference: tuple[tuple[Selector, int], ...] = ()    # preferred, with weights
 
     @cached_property
     def selector_key(self) -> str:
         """The selector's canonical text (computed once; the index caches by it)."""
         return str(self.selector)
+
+    @cached_property
+    def cluster_key(self) -> str:
+        """The cluster-level constraints as text (part of the scheduler's cache shape)."""
+        if self.cluster_selector is None and not self.cluster_preference:
+            return ""
+        prefs = ";".join(f"{w}:{s}" for s, w in self.cluster_preference)
+        return f"{self.cluster_selector or ''}|{prefs}"
 
 
 class CycleState:

@@ -134,9 +134,10 @@ def _no_repeats(names: tuple[str, ...], section: str) -> None:
 
 
 DEFAULT_PROFILE = Profile(
-    filters=("ClusterReady", "NodeFit", "Headroom"),
+    filters=("ClusterReady", "ClusterAffinity", "NodeFit", "Headroom"),
     scores=(ScoreEntry("ClusterWeight", 2.0), ScoreEntry("Headroom", 1.0),
-            ScoreEntry("AcceleratorFit", 3.0)),
+            ScoreEntry("AcceleratorFit", 3.0), ScoreEntry("LeastOverqualified", 2.0),
+            ScoreEntry("ClusterAffinity", 3.0)),
     reserves=("FleetReservation",),
 )
 """Ready clusters whose nodes match and fit, outside the reserve; weight first, then room.
@@ -145,6 +146,12 @@ CPU-only work goes where it fits without accelerator nodes whenever such a clust
 feasible: ClusterWeight (x2) and Headroom (x1) together move a total by at most 300, so
 AcceleratorFit's x3 outweighs them (a tie goes to the first name); lower it to trade that
 preference against cluster weights. It is neutral for GPU tasks.
+
+LeastOverqualified (x2) keeps a task off better hardware than it asked for when lesser
+hardware is free elsewhere (weight 0 switches it off); ClusterAffinity (filter: the task's
+required ``cluster_selector``; score x3: its ``cluster_preference``) is neutral for tasks that
+state neither. ``Pack`` is registered but not listed: a task's ``score_weights`` (or another
+profile) brings it in to pack instead of spread.
 
 (NodeFit already rejects clusters where no node matches the selector, with TaskSelector's
 reason, so TaskSelector is for profiles that want label matching without capacity.)"""

@@ -27,7 +27,7 @@ _FILTERS = DEFAULT_PROFILE.filters
 _RESERVES = DEFAULT_PROFILE.reserves
 
 FGD_PROFILE = Profile(
-    filters=("ClusterReady", "NodeFit", "Fragmentation", "Headroom"),
+    filters=("ClusterReady", "ClusterAffinity", "NodeFit", "Fragmentation", "Headroom"),
     scores=(ScoreEntry("Fragmentation", 1.0), ScoreEntry("AcceleratorFit", 1.0)),
     reserves=_RESERVES,
 )

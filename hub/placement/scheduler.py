@@ -50,7 +50,7 @@ from hub.placement.result import FitError, PlacementResult, ScoreTable
 log = logging.getLogger(__name__)
 
 _SHAPES_KEPT = 1024
-Shape = tuple[str, TaskRequests, int, bool]
+Shape = tuple[str, TaskRequests, int, bool, str]
 FitKey = tuple[str, TaskRequests]
 
 
@@ -172,7 +172,8 @@ class Scheduler:
     def _table(self, req: PlacementRequest, clusters: tuple[ClusterInfo, ...]) -> ShapeTable:
         """The shape's table, new when the fleet's cluster list changed since."""
         assert self._tables is not None
-        shape: Shape = (req.selector_key, req.requests, req.priority, req.failover)
+        shape: Shape = (req.selector_key, req.requests, req.priority, req.failover,
+                        req.cluster_key)
         table = self._tables.get(shape)
         if table is not None and table.clusters is clusters:
             return table

@@ -5,6 +5,7 @@ this package (errors surface as ``fuyao.errors``). See ``docs/concepts/store.md`
 """
 
 from hub.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from hub.store.queue_rows import QueueRecord
 from hub.store.records import (
     CLUSTER_UPDATE_FIELDS,
     TASK_UPDATE_FIELDS,
@@ -25,6 +26,7 @@ __all__ = [
     "EventRecord",
     "Migration",
     "PlacementRecord",
+    "QueueRecord",
     "Store",
     "TaskRecord",
     "TaskUpdate",

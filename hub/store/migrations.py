@@ -152,8 +152,14 @@ def _initial_schema(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _queue_borrow(conn: Connection) -> None:
+    """Migration 2: a queue's borrow limits (resource -> quantity). Frozen."""
+    conn.execute(sa.text("ALTER TABLE queues ADD COLUMN borrow JSON NOT NULL DEFAULT '{}'"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
+    Migration(2, "queue borrow limits", _queue_borrow),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

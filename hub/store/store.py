@@ -33,6 +33,7 @@ from hub.store.migrations import (
     current_version,
     run_migrations,
 )
+from hub.store.queue_rows import QueueRows
 from hub.store.records import (
     CLUSTER_UPDATE_FIELDS,
     TASK_UPDATE_FIELDS,
@@ -64,7 +65,7 @@ def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
         yield items[start:start + _CHUNK]
 
 
-class Store:
+class Store(QueueRows):
     """The hub's persistent state on SQLite (default) or PostgreSQL."""
 
     def __init__(self, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:

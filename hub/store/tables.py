@@ -164,6 +164,7 @@ class QueueRow(SQLModel, table=True):
     quotas: dict[str, str] = _json(dict)                      # resource -> quantity
     cluster_quotas: dict[str, dict[str, str]] = _json(dict)   # cluster -> resource -> qty
     created_at: datetime = _ts()
+    borrow: dict[str, str] = _json(dict)                      # resource -> quantity
     updated_at: datetime = _ts()
 
 

@@ -24,8 +24,8 @@ async def test_dry_run_says_where_and_stores_nothing(fleet: Fleet) -> None:
     assert (body["cluster"], body["nodes"], body["model"], body["error"]) == (
         "west", ["w1"], "T4", None)
     assert list(body["scores"]) == ["west"]
-    assert set(body["scores"]["west"]["plugins"]) == {"ClusterWeight", "Headroom",
-                                                      "AcceleratorFit"}
+    assert set(body["scores"]["west"]["plugins"]) == {
+        "ClusterWeight", "Headroom", "AcceleratorFit", "LeastOverqualified", "ClusterAffinity"}
     assert body["reasons"] == {"east": "no node matches fuyao.io/gpu-model=T4"}
     assert (await fleet.h.api.get("/api/v1/tasks")).json() == []
     assert fleet.h.hub.fleet.reservation("dry-run") is None
@@ -60,8 +60,8 @@ async def test_explain_a_waiting_task(fleet: Fleet) -> None:
         "no node matches fuyao.io/gpu-model>=A100": 1,
         "only 2 of 3 replicas fit on nodes with fuyao.io/gpu-model>=A100 and 8 free GPUs": 1,
     }
-    assert body["queue"] == {"name": "default", "priority": 0, "position": 1, "queued": 1,
-                             "held_by": None}
+    assert (body["queue"]["queue"], body["queue"]["position"], body["queue"]["held_by"]) == (
+        "default", 1, None)
     assert body["nearest_fit"]["change"] == {"gpu": 4}
     assert body["nearest_fit"]["description"] == "with 4 GPUs per replica instead of 8"
     assert body["scores"] == {}
@@ -81,3 +81,42 @@ async def test_alternatives_use_the_real_fit_and_change_one_thing(fleet: Fleet) 
     for alt in found:   # each one really fits: the scheduler places it
         changed = spec.model_copy(update=alt.change)
         assert scheduler.schedule(placement_request("x", changed, 0)).cluster == alt.cluster
+
+
+async def test_cluster_affinity_and_score_weights_from_a_submitted_task(fleet: Fleet) -> None:
+    await two_clusters(fleet)
+    api = fleet.h.api
+    r = await api.post("/api/v1/tasks:dry-run", json={
+        "name": "x", "gpu": 1, "cluster_selector": "fuyao.io/region = nowhere"})
+    body = r.json()
+    assert body["cluster"] is None
+    assert body["histogram"] == {"cluster labels do not match fuyao.io/region=nowhere": 2}
+    r = await api.post("/api/v1/tasks", json={"name": "y", "score_weights": {"Magic": 1}})
+    assert r.status_code == 400
+    assert "'Magic' is not a score plugin" in r.json()["error"]["message"]
+    # east has weight 2, but the task ignores cluster weights and prefers west's T4s/V100s
+    r = await api.post("/api/v1/tasks:dry-run", json={
+        "name": "z", "gpu": 1, "score_weights": {"ClusterWeight": 0}})
+    assert r.json()["cluster"] == "west"
+    r = await api.post("/api/v1/tasks:dry-run", json={
+        "name": "z", "gpu": 1, "score_weights": {"LeastOverqualified": 0}})
+    assert r.json()["cluster"] == "east"
+
+
+async def test_a_task_held_by_its_quota_is_offered_another_queue(fleet: Fleet) -> None:
+    from tests.features.conftest import until
+
+    await two_clusters(fleet)
+    api = fleet.h.api
+    r = await api.post("/api/v1/queues", json={"name": "team-a", "quotas": {"gpu": "1"}})
+    assert r.status_code == 201, r.text
+    r = await api.post("/api/v1/tasks", json={"name": "wide", "queue": "team-a", "gpu": 2})
+    assert r.status_code == 201, r.text
+    await until(lambda: fleet.h.hub.queueing.hold_for(
+        fleet.h.hub.tasks.by_name("wide")) is not None  # type: ignore[arg-type]
+        and fleet.h.hub.queueing.hold_for(
+            fleet.h.hub.tasks.by_name("wide"))["held_by"] is not None)  # type: ignore[arg-type,index]
+    body = (await api.get("/api/v1/tasks/wide/explain")).json()
+    assert body["queue"]["held_by"] == "queue team-a: gpu quota 1, in use 0"
+    assert body["nearest_fit"]["change"] == {"queue": "default"}
+    assert body["summary"].startswith("the fleet has room on ")

@@ -186,9 +186,9 @@ async def test_tasks_requeued_by_a_removal_are_not_placed_back_on_that_cluster(
     seen: list[str] = []
     commit = h.hub.tasks.commit
 
-    async def watched(placed: Any, waiting: Any) -> Any:
+    async def watched(placed: Any, waiting: Any, held: Any = ()) -> Any:
         seen.extend(f"{t.name}->{r.cluster}" for t, r in [*placed, *waiting])
-        return await commit(placed, waiting)
+        return await commit(placed, waiting, held)
 
     h.hub.tasks.commit = watched  # type: ignore[method-assign]
     deleting = gate(h, gates, "delete_cluster", lambda *_: True)

@@ -14,7 +14,7 @@ from .builders import fleet_of
 
 def test_none_is_the_default_profile() -> None:
     assert Profile.from_config(None) is DEFAULT_PROFILE
-    assert DEFAULT_PROFILE.filters == ("ClusterReady", "NodeFit", "Headroom")
+    assert DEFAULT_PROFILE.filters == ("ClusterReady", "ClusterAffinity", "NodeFit", "Headroom")
 
 
 def test_order_and_weights_come_from_the_lists() -> None:

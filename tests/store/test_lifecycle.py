@@ -39,7 +39,7 @@ def _add_sla_column(conn: Connection) -> None:
 
 def test_a_database_at_an_older_version_is_upgraded(empty_url: str) -> None:
     old = Store(empty_url)
-    assert old.migrate() == 1
+    assert old.migrate(MIGRATIONS[:1]) == 1
     old.add_tasks([task("a")], [])
     old.close()
     upgraded = [*MIGRATIONS, Migration(LATEST_VERSION + 1, "task sla", _add_sla_column)]
@@ -52,7 +52,7 @@ def test_a_database_at_an_older_version_is_upgraded(empty_url: str) -> None:
         assert conn.execute(sa.text("SELECT sla_seconds FROM tasks")).scalar_one() == 3600
         versions = conn.execute(sa.text("SELECT version FROM schema_version")).scalars().all()
     engine.dispose()
-    assert sorted(versions) == [1, LATEST_VERSION + 1]
+    assert sorted(versions) == list(range(1, LATEST_VERSION + 2))
     new.close()
     with pytest.raises(FuyaoError, match="newer than this hub"):
         Store(empty_url).migrate()

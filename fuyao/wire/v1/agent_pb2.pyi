@@ -201,14 +201,16 @@ class PlaceTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., name: _Optional[str] = ..., workload: _Optional[_Union[TaskWorkload, _Mapping]] = ...) -> None: ...
 
 class CancelTask(_message.Message):
-    __slots__ = ("task_id", "generation", "reason")
+    __slots__ = ("task_id", "generation", "reason", "grace_seconds")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    GRACE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     generation: int
     reason: str
-    def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    grace_seconds: int
+    def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., reason: _Optional[str] = ..., grace_seconds: _Optional[int] = ...) -> None: ...
 
 class ResyncRequest(_message.Message):
     __slots__ = ("reason",)

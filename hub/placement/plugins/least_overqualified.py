@@ -1,0 +1,56 @@
+"""LeastOverqualified score: with V100s free, a V100-capable task does not take an H100.
+
+For a GPU task the raw score is the catalog rank of the model NodeFit chose in the cluster
+(reused from the ``CycleState``); ``normalize`` gives the lowest-ranked feasible model 100,
+the highest 0, linearly between, so the cluster whose hardware exceeds the request least
+wins when the weights elsewhere are equal. Every cluster scores 100 for a CPU task, for an
+unranked model (the trace's undisclosed ``G1``..``G3``), and when all feasible clusters
+offer the same rank. The default profile weighs it 2; a weight of 0 (or leaving it out of
+the profile) switches it off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from fuyao.catalog import DEFAULT_CATALOG
+from hub.fleet import ClusterInfo, Fit
+from hub.placement.framework import MAX_SCORE, CycleState, Handle, PlacementRequest
+from hub.placement.plugins.node_fit import fit_for
+
+NAME = "LeastOverqualified"
+UNRANKED = -1.0
+"""The raw score of a cluster whose fit has no ranked model (never outranks a ranked one)."""
+
+
+class LeastOverqualified:
+    """Prefers the feasible cluster whose chosen accelerator ranks lowest."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        del handle
+
+    def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        """The raw score: the catalog rank of the model the fit chose (-1: none/unranked)."""
+        if not req.requests.gpu_milli:
+            return UNRANKED
+        found = fit_for(ctx, req, cluster)
+        if not isinstance(found, Fit) or found.model is None:
+            return UNRANKED
+        rank = DEFAULT_CATALOG.rank(found.model)
+        return UNRANKED if rank is None else float(rank)
+
+    def normalize(
+        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[str],
+        scores: list[float],
+    ) -> None:
+        """Lowest rank 100, highest 0; unranked and CPU-only clusters 100."""
+        ranked = [s for s in scores if s >= 0]
+        if not ranked or min(ranked) == max(ranked):
+            scores[:] = [MAX_SCORE] * len(scores)
+            return
+        low, high = min(ranked), max(ranked)
+        scores[:] = [MAX_SCORE if s < 0 else MAX_SCORE * (high - s) / (high - low)
+                     for s in scores]
