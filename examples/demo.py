@@ -4,7 +4,8 @@ Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu
 (H100 + A100), ``gpu-west`` (V100 + T4) and ``edge-mixed`` (ARM + CPU-only) through the
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
 example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
-``fuyaoctl cluster list``, ``task list`` and ``capacity``. ``--keep`` leaves it running.
+``fuyaoctl cluster list``, ``task list``, ``capacity``, ``capacity fit`` and ``capacity n-1``,
+and the web view's URL. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ def main() -> int:
         fuyaoctl(stack.url, "task", "list")
         fuyaoctl(stack.url, "task", "describe", "too-big")
         fuyaoctl(stack.url, "capacity")
+        fuyaoctl(stack.url, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
+        fuyaoctl(stack.url, "capacity", "n-1")
         fuyaoctl(stack.url, "cluster", "list")
+        print(f"\nWeb view: {stack.url}/ui", flush=True)
         if args.keep:
             print(f"\nStill running (FUYAO_HUB={stack.url}); Ctrl-C to stop.", flush=True)
             while True:

@@ -17,10 +17,12 @@ import click
 from fuyao import __version__
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
+from fuyaoctl.commands import capacity as capacity_commands
 from fuyaoctl.commands import explain, profile, simulate
 from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.context import AppContext, FuyaoGroup, names, output_option, pairs, seconds
 from fuyaoctl.render import FORMATS
+from fuyaoctl.render_capacity import n1_warning
 from fuyaoctl.render_insight import InsightRenderer
 from fuyaoctl.taskfile import read_task_file
 
@@ -82,8 +84,13 @@ def cluster_join(app: AppContext, name: str, labels: dict[str, str], weight: int
 @output_option
 @click.pass_obj
 def cluster_list(app: AppContext) -> None:
-    """List member clusters."""
-    app.render().clusters(app.client().list_clusters())
+    """List member clusters (and a warning when the fleet is not N-1 safe)."""
+    views = app.client().list_clusters()
+    app.render().clusters(views)
+    if views and app.output == "table":
+        warning = n1_warning(app.client().capacity_n_minus_one())
+        if warning:
+            click.echo(warning)
 
 
 @cluster.command("describe")
@@ -247,15 +254,6 @@ def task_wait(app: AppContext, name: str, goal: str, timeout: float, interval: f
 # -- fleet -----------------------------------------------------------------------------------
 
 
-@cli.command("capacity")
-@click.option("--cluster", metavar="NAME", help="Only this cluster.")
-@output_option
-@click.pass_obj
-def capacity(app: AppContext, cluster: str | None) -> None:
-    """Devices, CPU and memory per cluster and GPU model: total, allocated, reserved, free."""
-    app.render().capacity(app.client().capacity(cluster))
-
-
 @cli.command("audit")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True,
               help="How many entries, newest first.")
@@ -267,11 +265,16 @@ def audit(app: AppContext, limit: int) -> None:
 
 
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
+from fuyaoctl.commands import hub as _hub  # noqa: E402
+
+cli.add_command(_hub.hub)
 
 task.add_command(explain.task_explain)
 cli.add_command(profile.profile)
 cli.add_command(queue_commands.queue)
 cli.add_command(simulate.simulate)
+
+cli.add_command(capacity_commands.capacity)
 
 
 def main() -> None:

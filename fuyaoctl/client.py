@@ -50,6 +50,7 @@ from fuyao.spec import (
     TaskState,
     TaskView,
 )
+from fuyaoctl.capacity_api import CapacityApi
 from fuyaoctl.queue_calls import QueueCalls
 from fuyaoctl.validation import validate_model
 
@@ -98,7 +99,7 @@ def task_state(value: TaskState | str) -> TaskState:
     raise InvalidInput(f"task state {value!r} is not one of {names}")
 
 
-class Client(QueueCalls):
+class Client(QueueCalls, CapacityApi):
     """A connection to one hub: typed methods over its REST API."""
 
     def __init__(
@@ -289,6 +290,10 @@ class Client(QueueCalls):
     def audit_log(self, limit: int = 100) -> list[AuditEntry]:
         """The newest ``limit`` audited mutations, newest first."""
         return self._parse(_AUDIT, self._call("GET", "/audit", params={"limit": str(limit)}))
+
+    def hub_status(self) -> dict[str, Any]:
+        """The hub replicas on this store: ``{"leader", "epoch", "replicas": [...]}``."""
+        return self._parse(_OBJECT, self._call("GET", "/hub/status"))
 
     def health(self) -> dict[str, Any]:
         """The hub's ``/healthz`` answer, ``{"status": "ok"}`` when it is up."""

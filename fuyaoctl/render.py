@@ -259,6 +259,18 @@ class Renderer:
                                   e.result))
         self._print(table)
 
+    def hub_status(self, status: Mapping[str, Any]) -> None:
+        """``hub status``: the leader, its epoch, and every replica."""
+        if self._dumped(dict(status)):
+            return
+        table = _table("ADDRESS", "ROLE", "AGENTS", "EPOCH", "LAST-SEEN", "ID")
+        for r in status.get("replicas", []):
+            seen = _ago(datetime.fromisoformat(r["last_seen"])) if r.get("last_seen") else None
+            table.add_row(*_cells(r["address"], r["role"], r["agent_address"], r["epoch"],
+                                  seen, r["id"]))
+        leader = status.get("leader") or "none (no live leader: a standby takes over soon)"
+        self._print(_fields({"Leader": leader, "Epoch": status.get("epoch")}), table)
+
     # -- plumbing ----------------------------------------------------------------------------
 
     def _dumped(self, data: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> bool:

@@ -29,6 +29,7 @@ from hub.loops import send_all
 from hub.sessions import AgentSession
 
 log = logging.getLogger(__name__)
+LEADER_METADATA = "fuyao-leader"   # member_agent.hubs reads it (no import between packages)
 
 
 def _bearer(context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
@@ -42,6 +43,15 @@ async def _abort(context: grpc.aio.ServicerContext, exc: FuyaoError) -> None:  #
     await context.abort(getattr(grpc.StatusCode, exc.grpc_code), exc.message)
 
 
+async def _refuse_standby(hub: Hub, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+    """A standby takes no agents: UNAVAILABLE, naming the leader's agent address in the
+    ``fuyao-leader`` trailing metadata (the agent dials it next)."""
+    refusal = hub.ha.refusal("take agent streams")
+    leader = refusal.leader.agent_address if refusal.leader else None
+    await context.abort(grpc.StatusCode.UNAVAILABLE, refusal.message,
+                        trailing_metadata=((LEADER_METADATA, leader),) if leader else ())
+
+
 class AgentChannel(pb_grpc.AgentChannelServicer):
     """The hub side of the agent protocol."""
 
@@ -53,6 +63,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.RegisterResponse:
         """Trade a join token for a credential."""
+        if not self.hub.ha.leading:
+            await _refuse_standby(self.hub, context)
         try:
             credential = await self.hub.clusters.register(request.cluster, request.token)
         except FuyaoError as exc:
@@ -69,6 +81,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.HubMessage]:
         """Serve one agent stream until it or the hub ends it."""
+        if not self.hub.ha.leading:
+            await _refuse_standby(self.hub, context)
         try:
             cluster = await self.hub.clusters.authenticate(_bearer(context))
         except FuyaoError as exc:

@@ -64,12 +64,15 @@ class ClusterManager:
         self.ca_cert: str | None = None       # PEM handed out with joins when TLS is on
         self._credentials: dict[str, str] = {}   # credential hash -> cluster
 
-    async def load(self) -> None:
-        """Rebuild from the store after a start: joined clusters wait for their agents."""
+    async def load(self, *, persist: bool = True) -> None:
+        """Rebuild from the store after a start: joined clusters wait for their agents.
+        ``persist=False``: a standby's read-only reload (``hub.ha.readcache``)."""
         now = time.monotonic()
-        for rec in await self.writer.read(self.writer.store.list_clusters):
+        records = await self.writer.read(self.writer.store.list_clusters)
+        self.entries.clear()
+        for rec in records:
             self.entries[rec.name] = ClusterEntry(rec, last_seen=now)
-            if rec.state not in (ClusterState.JOINING, ClusterState.UNKNOWN):
+            if persist and rec.state not in (ClusterState.JOINING, ClusterState.UNKNOWN):
                 # Every agent gets a full grace period to reconnect after a hub restart.
                 await self._update(rec.name, state=ClusterState.UNKNOWN.value)
             self._sync_fleet(rec.name)

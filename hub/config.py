@@ -32,6 +32,10 @@ class Timings:
     unschedulable_timeout: float = 60.0  # member says Unschedulable this long: re-place elsewhere
     placement_interval: float = 1.0   # placement cycle at least this often
     monitor_interval: float = 1.0     # health monitor tick
+    capacity_sample_interval: float = 60.0   # capacity history: one sample this often
+    capacity_raw_retention: float = 6 * 3600.0   # samples kept as taken this long...
+    capacity_bucket: float = 600.0           # ...then averaged into buckets this wide
+    capacity_retention: float = 7 * 86400.0  # and dropped after this long
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,16 @@ from hub.config import HubConfig
 from hub.dag import Dependencies
 from hub.explain import Explainer
 from hub.fleet import FleetView
+from hub.ha import Leadership, ReadCache
+from hub.ha.sharedca import share_ca
 from hub.loops import Monitor, PlacementLoop, send_all
 from hub.metrics import Metrics
 from hub.pki import HubPKI, default_hosts, ensure_pki
 from hub.placement.profile import DEFAULT_PROFILE, Profile
 from hub.placement.variants import Schedulers
+from hub.planning.history import CapacityHistory
+from hub.planning.planner import Planner
+from hub.planning.quota import queue_quota
 from hub.profiles import ProfileBook
 from hub.queueing import Queueing, QueueingConfig
 from hub.sessions import Sessions
@@ -74,27 +79,49 @@ class Hub:
                                        self.queueing, self.schedulers.for_weights)
         self.monitor = Monitor(self.clusters, self.tasks, self.sessions, self.placement,
                                config.timings)
+        self.planning = Planner(self.fleet, profile, self.tasks.active,
+                                headroom_priority=config.headroom_priority)
+        self.planning.profiles = self.profiles.resolve
+        self.planning.quota = queue_quota(self.queueing)
+        self.history = CapacityHistory(self.planning, self.writer, config.timings)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
         self.started = False
         self.metrics.on_scrape(self._refresh_gauges)
+        self.ha = Leadership(config, self.metrics,
+                             ReadCache(self.clusters, self.tasks, self.profiles.load))
 
     async def start(self) -> None:
-        """Migrate the store, rebuild the in-memory state, start the loops."""
+        """Migrate the store, share the agent CA, then lead at once or wait as a standby."""
+        version = await self.writer.call(self.store.migrate)
+        leading = await self.ha.open()
         if self.config.agent_tls:
+            assert self.ha.lease is not None
+            await asyncio.to_thread(share_ca, self.ha.lease.engine, self.config.home)
             hosts = default_hosts(self.config.host, self.config.advertise)
             self.pki = await asyncio.to_thread(ensure_pki, self.config.home, hosts)
             self.clusters.ca_cert = self.pki.ca_cert.decode()
-        version = await self.writer.call(self.store.migrate)
-        await self.clusters.load()
-        await self.queueing.load()
-        count = await self.tasks.load()
-        await self.deps.load()
-        await self.profiles.load()
-        log.info("store at schema version %d: %d clusters, %d active tasks", version,
+        log.info("store at schema version %d; this hub is %s", version,
+                 "the leader" if leading else "a standby")
+        if leading:
+            await self.lead()
+        self._loops.append(asyncio.create_task(self.ha.run(self.lead), name="leadership"))
+
+    async def lead(self) -> None:
+        """Won the lease: fence every write with the epoch, rebuild the state, place."""
+        self.store.fence = self.ha.fence()
+        async with self.ha.reads.lock:
+            self.tasks.reset()
+            await self.clusters.load()
+            await self.queueing.load()
+            count = await self.tasks.load()
+            await self.deps.load()
+            await self.profiles.load()
+        log.info("leading epoch %s: %d clusters, %d active tasks", self.ha.epoch,
                  len(self.clusters.entries), count)
-        self._loops = [asyncio.create_task(self.placement.run(), name="placement"),
-                       asyncio.create_task(self.monitor.run(), name="monitor")]
+        self._loops += [asyncio.create_task(self.placement.run(), name="placement"),
+                        asyncio.create_task(self.monitor.run(), name="monitor"),
+                        asyncio.create_task(self.history.run(), name="capacity-history")]
         self.started = True
 
     async def stop(self) -> None:
@@ -110,6 +137,7 @@ class Hub:
             await self.writer.apply()   # commits after every write queued before it
         except Exception:
             log.exception("writes queued at stop could not be committed")
+        await self.ha.close()
         self.writer.close()
         self.store.close()
 

@@ -52,7 +52,7 @@ def ensure_pki(home: Path, hosts: Iterable[str]) -> HubPKI:
     """Load or create the CA and a current serving certificate for ``hosts``."""
     pki = home / "pki"
     pki.mkdir(parents=True, exist_ok=True)
-    ca_key, ca_cert = _load_or_create_ca(pki)
+    ca_key, ca_cert = load_or_create_ca(pki)
     wanted = sorted(set(hosts))
     server_key_path, server_crt_path, names_path = (pki / "agent-server.key",
                                                     pki / "agent-server.crt",
@@ -71,7 +71,8 @@ def ensure_pki(home: Path, hosts: Iterable[str]) -> HubPKI:
     )
 
 
-def _load_or_create_ca(pki: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def load_or_create_ca(pki: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """The CA in directory ``pki`` (``ca.key``, ``ca.crt``), created if absent."""
     key_path, crt_path = pki / "ca.key", pki / "ca.crt"
     if key_path.exists() and crt_path.exists():
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
@@ -136,6 +137,11 @@ def _server_current(crt: Path, names: Path, wanted: list[str]) -> bool:
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
+    write_private(path, data)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a private key file readable by its owner only."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)

@@ -23,6 +23,7 @@ from hub.agent_service import AgentChannel
 from hub.api import create_app, create_health_app
 from hub.config import HubConfig
 from hub.core import Hub
+from hub.ha import Deposed
 from hub.startup import CannotStart, Prepared, prepare
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
 
 async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> None:
     hub = Hub(config)
+    hub.ha.on_lost = lambda _reason: stop.set()
     try:
         await hub.start()
         prepared.release_agent_port()
@@ -120,6 +122,9 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     if failed is not None:
         raise CannotStart(f"a listener failed: {failed}")
     log.info("fuyao-hub stopped")
+    if hub.ha.lost is not None:
+        raise Deposed(f"stopped after losing the leadership ({hub.ha.lost}); start it again "
+                      "to rejoin as a standby")
 
 
 def _redact(url: str) -> str:

@@ -63,6 +63,11 @@ class TaskBook:
             self._add(ActiveTask.from_record(rec))
         return len(self.active)
 
+    def reset(self) -> None:
+        """Forget every active task (before ``load`` replaces a standby's read cache)."""
+        for task in list(self.active.values()):
+            self._drop(task)
+
     def _add(self, task: ActiveTask) -> None:
         self.active[task.id] = task
         self._by_name[task.name] = task.id

@@ -80,7 +80,9 @@ async def _run_until_signalled(agent: Agent) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--hub", required=True, help="Hub agent endpoint HOST:PORT (gRPC, default :8849).")
+@click.option("--hub", required=True,
+              help="Hub agent endpoint HOST:PORT (gRPC, default :8849); several hub "
+                   "replicas as HOST:PORT,HOST:PORT (the agent finds the leader).")
 @click.option("--cluster", required=True, help="This member's cluster name, as joined.")
 @click.option("--token-file", type=click.Path(path_type=Path), help="Join token to register with.")
 @click.option("--backend", type=click.Choice(["sim", "kube"]), required=True)

@@ -55,6 +55,7 @@ from member_agent.backends.base import (
     TaskStatus,
     now_ms,
 )
+from member_agent.hubs import HubList, leader_hint, parse_hubs
 from member_agent.state import CredentialStore, read_token
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,8 @@ class Agent:
         self.config = config
         self.backend = backend
         self.store = CredentialStore(config.state_dir, config.cluster)
+        self.hubs = HubList(parse_hubs(config.hub))
+        self._leader_hint: str | None = None     # named by a standby that refused us
         self._outbox: asyncio.Queue[_Outbound] = asyncio.Queue()
         self._live = False
         self._seq = 0
@@ -134,14 +137,25 @@ class Agent:
         """Register if needed, then stay connected until cancelled or refused."""
         await self.backend.start(self._on_event)
         try:
-            async with self._channel() as channel:
-                stub = pb_grpc.AgentChannelStub(channel)  # type: ignore[no-untyped-call]
-                credential = await self._retrying(lambda: self._register(stub))
-                while True:
-                    await self._retrying(lambda: self._session(stub, credential))
+            credential = await self._retrying(lambda: self._on_hub(self._register))
+            while True:
+                await self._retrying(
+                    lambda: self._on_hub(lambda stub: self._session(stub, credential)))
         finally:
             self._live = False
             await self.backend.stop()
+
+    async def _on_hub(self, attempt: Callable[[pb_grpc.AgentChannelStub], Awaitable[T]]) -> T:
+        """Run ``attempt`` on a channel to the current hub; if it fails transiently, the next
+        attempt dials the leader a standby named, or the next address of ``--hub``."""
+        self._leader_hint = None
+        async with self._channel(self.hubs.current) as channel:
+            stub = pb_grpc.AgentChannelStub(channel)  # type: ignore[no-untyped-call]
+            try:
+                return await attempt(stub)
+            except Transient:
+                self.hubs.failed(self._leader_hint)
+                raise
 
     # --- registration ---------------------------------------------------------------
 
@@ -156,6 +170,7 @@ class Agent:
         try:
             response: pb.RegisterResponse = await stub.Register(request)
         except grpc.aio.AioRpcError as exc:
+            self._leader_hint = leader_hint(exc.trailing_metadata())
             error = rpc_error(exc, f"registering cluster {self.config.cluster!r}")
             if isinstance(error, Unauthenticated | Conflict):
                 raise type(error)(
@@ -193,7 +208,7 @@ class Agent:
             self._live = True
             await self._write_inventory(call)
             self.sessions += 1
-            log.info("connected to %s as cluster %s", self.config.hub, self.config.cluster)
+            log.info("connected to %s as cluster %s", self.hubs.current, self.config.cluster)
             tasks = [
                 asyncio.create_task(self._read(call), name="agent-read"),
                 asyncio.create_task(self._pump(call), name="agent-pump"),
@@ -220,6 +235,7 @@ class Agent:
     async def _raise_for_status(self, call: Any, lasted: float) -> None:
         code: grpc.StatusCode = await call.code()
         details: str = await call.details() or ""
+        self._leader_hint = leader_hint(await call.trailing_metadata())
         if code is grpc.StatusCode.UNAUTHENTICATED:
             raise Unauthenticated(
                 f"the hub refused the credential of cluster {self.config.cluster!r} ({details}); "
@@ -227,7 +243,7 @@ class Agent:
             )
         if code in _FATAL:
             raise _FATAL[code](f"hub closed the stream: {code.name}: {details}")
-        message = f"stream to {self.config.hub} lost: {code.name} {details}".strip()
+        message = f"stream to {self.hubs.current} lost: {code.name} {details}".strip()
         if lasted >= self.config.healthy_after:
             log.warning("%s; reconnecting", message)
             return  # a fresh backoff series
@@ -308,7 +324,7 @@ class Agent:
 
     # --- plumbing -------------------------------------------------------------------
 
-    def _channel(self) -> grpc.aio.Channel:
+    def _channel(self, address: str) -> grpc.aio.Channel:
         # gRPC's own reconnect backoff (up to 120 s by default) must not outlast ours.
         options = [
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -318,13 +334,13 @@ class Agent:
             ("grpc.max_reconnect_backoff_ms", int(self.config.backoff_max * 1000)),
         ]
         if self.config.ca_cert is None:
-            return grpc.aio.insecure_channel(self.config.hub, options=options)
+            return grpc.aio.insecure_channel(address, options=options)
         try:
             roots = self.config.ca_cert.read_bytes()
         except OSError as exc:
             raise InvalidInput(f"{self.config.ca_cert}: cannot read CA certificate") from exc
         credentials = grpc.ssl_channel_credentials(root_certificates=roots)
-        return grpc.aio.secure_channel(self.config.hub, credentials, options=options)
+        return grpc.aio.secure_channel(address, credentials, options=options)
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run ``attempt`` until it succeeds or fails with a non-transient error."""

@@ -18,8 +18,20 @@ from fastapi.responses import JSONResponse, Response
 from fuyao import __version__
 from fuyao.errors import FuyaoError
 from fuyao.spec import error_body
-from hub.api import audit, capacity, clusters, explain, nodes, profiles, queues, tasks
+from hub.api import (
+    audit,
+    capacity,
+    clusters,
+    explain,
+    ha,
+    nodes,
+    planning,
+    profiles,
+    queues,
+    tasks,
+)
 from hub.core import Hub
+from hub.ui import router as ui_router
 
 
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -49,6 +61,9 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(capacity.router)
     app.include_router(audit.router)
     app.include_router(queues.router)
+    app.include_router(planning.router)
+    app.include_router(ui_router)
+    ha.install(app, hub)
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:
@@ -80,8 +95,11 @@ def create_health_app(hub: Hub) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ready = bool(hub.started)
-        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+        # A standby is ready: it serves reads and answers writes with the leader's address.
+        role = "leader" if hub.ha.leading else "standby"
+        ready = bool(hub.started) or (role == "standby" and hub.ha.lost is None)
+        return JSONResponse({"ready": ready, "role": role},
+                            status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

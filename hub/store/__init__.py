@@ -16,11 +16,13 @@ from hub.store.records import (
     TaskUpdate,
 )
 from hub.store.store import Store
+from hub.store.tables import TABLES
 
 __all__ = [
     "CLUSTER_UPDATE_FIELDS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "TABLES",
     "TASK_UPDATE_FIELDS",
     "ClusterRecord",
     "EventRecord",

@@ -157,9 +157,55 @@ def _queue_borrow(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE queues ADD COLUMN borrow JSON NOT NULL DEFAULT '{}'"))
 
 
+def _leader_lease(conn: Connection) -> None:
+    """Migration 3: the leader lease's epoch row, the replica registry and the CA the hub
+    replicas share (``hub.ha``). Frozen: never edit, append instead."""
+    m = sa.MetaData()
+    s, t = sa.String, sa.Text
+    leader = sa.Table(
+        "ha_leader", m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("epoch", sa.BigInteger, nullable=False),
+        sa.Column("holder", s, nullable=True),
+        sa.Column("api_address", s, nullable=True),
+        sa.Column("agent_address", s, nullable=True),
+        _ts("acquired_at", True),
+    )
+    sa.Table(
+        "ha_replicas", m,
+        sa.Column("id", s, primary_key=True),
+        sa.Column("api_address", s, nullable=False),
+        sa.Column("agent_address", s, nullable=False),
+        sa.Column("health_address", s, nullable=False),
+        sa.Column("role", s, nullable=False),
+        sa.Column("epoch", sa.BigInteger, nullable=False),
+        _ts("started_at"), _ts("seen_at"),
+    )
+    sa.Table(
+        "ha_pki", m,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("ca_cert", t, nullable=False),
+        sa.Column("ca_key", t, nullable=False),
+        _ts("created_at"),
+    )
+    m.create_all(conn)
+    conn.execute(leader.insert().values(id=1, epoch=0))
+
+
+def _capacity_demand(conn: Connection) -> None:
+    """Migration 4: capacity samples also record unschedulable and fragmented devices and
+    queued demand (``hub.planning.history``). Frozen: never edit, append instead."""
+    for name in ("devices_unschedulable", "devices_fragmented", "queued_tasks",
+                 "queued_devices"):
+        conn.execute(sa.text(
+            f"ALTER TABLE capacity_samples ADD COLUMN {name} FLOAT NOT NULL DEFAULT 0"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "queue borrow limits", _queue_borrow),
+    Migration(3, "leader lease, replicas, shared CA", _leader_lease),
+    Migration(4, "capacity samples: unschedulable, fragmented, queued demand", _capacity_demand),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -8,13 +8,14 @@ method is one transaction: it either commits all it was given or changes nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlmodel import Session, col, select
 
 from fuyao.errors import Conflict, FuyaoError, InvalidInput, NotFound, Unauthenticated
@@ -55,6 +56,7 @@ from hub.store.tables import (
 )
 
 T = TypeVar("T")
+Fence = Callable[[Connection], None]
 _CHUNK = 500   # ids per IN (...) query
 TASKS, EVENTS, PLACEMENTS = TABLES["tasks"], TABLES["task_events"], TABLES["placements"]
 JOIN_TOKENS, CREDENTIALS = TABLES["join_tokens"], TABLES["cluster_credentials"]
@@ -74,6 +76,9 @@ class Store(QueueRows):
         self._engine = create_engine(self.url, busy_timeout_s)
         self._expected_version = LATEST_VERSION
         self._schema_ok = False
+        # Run at the start of every write transaction (``hub.ha`` sets the leader's epoch
+        # check here): it raises to refuse the write, so a deposed leader writes nothing.
+        self.fence: Fence | None = None
 
     def __repr__(self) -> str:
         return f"Store({self.url.render_as_string(hide_password=True)!r})"
@@ -120,7 +125,9 @@ class Store(QueueRows):
     def _write(self, what: str) -> Iterator[Session]:
         self._check_schema()
         with wrap_errors(what), Session(self._engine) as session:
-            session.connection(execution_options={WRITE_OPTION: True})
+            conn = session.connection(execution_options={WRITE_OPTION: True})
+            if self.fence is not None:
+                self.fence(conn)
             yield session
             session.commit()
 

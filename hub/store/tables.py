@@ -222,12 +222,55 @@ class CapacitySampleRow(SQLModel, table=True):
     memory_allocated_gib: float = 0.0
     memory_reserved_gib: float = 0.0
     memory_free_gib: float = 0.0
+    devices_unschedulable: float = 0.0   # since schema 2
+    devices_fragmented: float = 0.0
+    queued_tasks: float = 0.0
+    queued_devices: float = 0.0
+
+
+class LeaderRow(SQLModel, table=True):
+    """The leader lease's one row (id 1): the fencing epoch and who won it (``hub.ha``)."""
+
+    __tablename__ = "ha_leader"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    epoch: int = Field(sa_type=BigInteger, nullable=False)
+    holder: str | None = None
+    api_address: str | None = None
+    agent_address: str | None = None
+    acquired_at: datetime | None = _ts(nullable=True)
+
+
+class ReplicaRow(SQLModel, table=True):
+    """One running hub process, as it last reported itself (``hub status``)."""
+
+    __tablename__ = "ha_replicas"
+
+    id: str = Field(primary_key=True)
+    api_address: str
+    agent_address: str
+    health_address: str
+    role: str                                                 # leader | standby
+    epoch: int = Field(sa_type=BigInteger, nullable=False)
+    started_at: datetime = _ts()
+    seen_at: datetime = _ts()
+
+
+class PkiRow(SQLModel, table=True):
+    """The agent CA every hub replica on this database serves with (one row, id 1)."""
+
+    __tablename__ = "ha_pki"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    ca_cert: str = _text()
+    ca_key: str = _text()
+    created_at: datetime = _ts()
 
 
 TABLES: dict[str, Table] = {
     name: SQLModel.metadata.tables[name]
     for name in ("clusters", "join_tokens", "cluster_credentials", "tasks", "placements",
                  "task_events", "audit_log", "queues", "profiles", "api_tokens",
-                 "capacity_samples")
+                 "capacity_samples", "ha_leader", "ha_replicas", "ha_pki")
 }
 """The store's tables by name (Core ``Table`` objects, for bulk statements and tests)."""

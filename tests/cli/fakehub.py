@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from fuyao.capacity import CapacityReport, NMinusOne, ReportRow
 from fuyao.errors import Conflict, FuyaoError, InvalidInput, NotFound, Unauthenticated
 from fuyao.spec import (
     CapacityRow,
@@ -46,6 +47,7 @@ class FakeHub:
         self.clusters: dict[str, ClusterView] = {}
         self.tasks: dict[str, TaskView] = {}
         self.capacity_rows: list[CapacityRow] = []
+        self.n1 = NMinusOne(safe=True, rule="failover", clusters={})
         self.requests: list[httpx.Request] = []
         self.scripts: dict[str, list[TaskState]] = {}  # states served by successive GETs
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
@@ -61,6 +63,8 @@ class FakeHub:
             ("GET", re.compile(r"/api/v1/tasks/([^/]+)"), self._task),
             ("POST", re.compile(r"/api/v1/tasks/([^/]+)/cancel"), self._cancel),
             ("GET", re.compile(r"/api/v1/capacity"), self._capacity),
+            ("GET", re.compile(r"/api/v1/capacity/report"), self._report),
+            ("GET", re.compile(r"/api/v1/capacity/n-1"), lambda: self.n1),
         ]
 
     def http(self) -> httpx.Client:
@@ -199,6 +203,20 @@ class FakeHub:
             raise Conflict(f"task {name} is already {task.state}")
         self.tasks[name] = task.model_copy(update={"state": TaskState.CANCELLED})
         return self.tasks[name]
+
+    def _report(self) -> CapacityReport:
+        """The report as the hub would give it, without fragmentation or queued demand."""
+        by = self._request.url.params.get("by", "cluster")
+        rows = [ReportRow(group=r.cluster, model=r.model, nodes=r.nodes,
+                          devices_total=r.devices_total, devices_allocated=r.devices_allocated,
+                          devices_reserved=r.devices_reserved, devices_free=r.devices_free,
+                          cpu_total=r.cpu_total, cpu_free=r.cpu_free,
+                          memory_total_gib=r.memory_total_gib, memory_free_gib=r.memory_free_gib,
+                          n1_safe=self.n1.clusters[r.cluster].safe
+                          if r.cluster in self.n1.clusters else None)
+                for r in self._capacity()]
+        return CapacityReport(by=by, rows=rows, fleet=[], shapes=[], shapes_from="default",
+                              n1_safe=self.n1.safe)
 
     def _capacity(self) -> list[CapacityRow]:
         cluster = self._request.url.params.get("cluster")

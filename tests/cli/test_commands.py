@@ -6,6 +6,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from fuyao.capacity import ClusterLoss, NMinusOne
 from fuyao.spec import CapacityRow, ClusterScore, TaskEvent, TaskState
 from fuyaoctl.cli import AppContext, cli
 from tests.cli.conftest import Run, as_json, closed_port
@@ -235,16 +236,31 @@ def test_wait(script: list[str], goal: str, code: int, output: str, run: Run,
 
 def test_capacity_table(run: Run, fleet: FakeHub) -> None:
     lines = run("capacity").stdout.splitlines()
-    assert lines[0].split()[:7] == ["CLUSTER", "MODEL", "NODES", "DEV", "DEV-ALLOC",
-                                    "DEV-RSVD", "DEV-FREE"]
-    assert lines[1].split() == ["east", "H100", "4", "32", "8", "3.2", "20.8", "0", "888", "64",
-                                "88.8", "735.2", "7840", "512", "784", "6544"]
+    assert lines[0].split() == ["CLUSTER", "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE",
+                                "UNSCHED", "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE", "N-1"]
+    assert lines[1].split() == ["east", "H100", "4", "32", "8", "3.2", "20.8", "0", "0", "0",
+                                "735.2", "6544", "-"]
     assert lines[2].split()[:7] == ["west", "T4", "2", "8", "0.5", "0.8", "6.7"]
 
 
 def test_capacity_json_for_one_cluster(run: Run, fleet: FakeHub) -> None:
-    rows = as_json(run("capacity", "--cluster", "west", "-o", "json"))
-    assert [(r["cluster"], r["model"], r["devices_free"]) for r in rows] == [("west", "T4", 6.7)]
+    report = as_json(run("capacity", "--cluster", "west", "-o", "json"))
+    assert [(r["group"], r["model"], r["devices_free"]) for r in report["rows"]] == [
+        ("west", "T4", 6.7)]
+    assert fleet.requests[-1].url.params["cluster"] == "west"
+
+
+def test_cluster_list_warns_when_the_fleet_is_not_n_minus_one_safe(run: Run,
+                                                                   fleet: FakeHub) -> None:
+    assert "N-1" not in run("cluster", "list").stdout
+    fleet.n1 = NMinusOne(safe=False, rule="failover", clusters={
+        "east": ClusterLoss(safe=False, tasks=1, unplaced=["train"], short={"H100": 8})})
+    out = run("cluster", "list").stdout.splitlines()
+    assert out[-1] == ("WARNING: the fleet is not N-1 safe: losing east would strand tasks "
+                       "(see: fuyaoctl capacity n-1)")
+    assert "WARNING" not in run("cluster", "list", "-o", "json").stdout
+    n1 = run("capacity", "n-1").stdout
+    assert "east" in n1 and "H100=8" in n1 and "NOT safe" in n1
 
 
 # -- connection ------------------------------------------------------------------------------

@@ -66,8 +66,8 @@ def test_join_submit_list_capacity_through_the_cli(stack: LocalStack, tmp_path: 
     described = ctl(stack, "task", "describe", "probe").stdout
     assert "east" in described and "H100" in described
 
-    rows = ctl_json(stack, "capacity")
-    assert [(r["cluster"], r["model"], r["devices_total"], r["devices_allocated"],
+    rows = ctl_json(stack, "capacity")["rows"]
+    assert [(r["group"], r["model"], r["devices_total"], r["devices_allocated"],
              r["devices_reserved"]) for r in rows] == [("east", "A100", 16, 2, 4)]
 
     bad = ctl(stack, "task", "submit", "--name", "x", "--cpu", "-1", ok=False)

@@ -1,0 +1,127 @@
+"""N-1: if one cluster died now, could the others take everything it runs?
+
+``n_minus_one`` answers it for every cluster with the hub's own scheduler on a copy of the
+fleet view (``hub.planning.snapshot``). For a lost cluster X, its tasks (placed or running
+there) are re-placed one by one in queue order (priority, then submission) as the hub's
+failover would: ``failover=True`` - so, as DESIGN says, re-placements may use the other
+clusters' headroom reserve - with X excluded, each reserved on the copy so the next sees
+the room taken. What does not fit is listed with its demand (``short``: devices per model
+it ran on, cores and GiB for CPU-only tasks). Then every reservation of the scenario is
+released and the next cluster is judged on the same copy.
+
+``headroom_needed`` for X is the fraction of the other clusters' capacity its tasks would
+take, per model (and cpu, memory), the largest: a floor - packing on nodes may need more,
+which the verdict (the scheduler's own answer) shows. ``headroom_recommended`` per cluster
+C is the largest ``headroom_needed`` over the other clusters: kept free everywhere, it
+covers the loss of any one. 1.0 means no headroom can: the others lack the model or size.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from fuyao.capacity import ClusterLoss, NMinusOne
+from hub.fleet import NO_MODEL, WHOLE, ClusterInfo, FleetView
+from hub.placement import PlacementRequest, Profile, Scheduler
+from hub.planning.snapshot import copy_fleet
+
+RULE = ("each lost cluster's tasks are re-placed by the hub's scheduler as failovers "
+        "(allowed into the other clusters' headroom reserve), in queue order")
+_DIGITS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """One task placed on or running in a cluster: what a failover would re-place."""
+
+    request: PlacementRequest
+    model: str          # the device model it runs on there (``none`` for CPU-only)
+    order: tuple[int, int]   # (-priority, submission seq): queue order
+
+
+def n_minus_one(
+    fleet: FleetView, profile: Profile, running: Mapping[str, Sequence[Running]], *,
+    headroom_priority: int = 1000,
+) -> NMinusOne:
+    """The N-1 verdict for every cluster of ``fleet`` (``running``: tasks per cluster)."""
+    copy = copy_fleet(fleet)
+    losses = {c.name: _lose(copy, profile, headroom_priority, c.name,
+                            sorted(running.get(c.name, ()), key=lambda r: r.order))
+              for c in copy.clusters()}
+    names = list(losses)
+    recommended = {
+        name: round(max((losses[other].headroom_needed for other in names if other != name),
+                        default=0.0), _DIGITS)
+        for name in names
+    }
+    return NMinusOne(safe=all(loss.safe for loss in losses.values()), rule=RULE,
+                     clusters=losses, headroom_recommended=recommended)
+
+
+def _lose(
+    copy: FleetView, profile: Profile, headroom_priority: int, lost: str,
+    tasks: Sequence[Running],
+) -> ClusterLoss:
+    """Re-place ``lost``'s tasks on the others in ``copy``; undo the reservations after."""
+    scheduler = Scheduler(copy, profile, headroom_priority=headroom_priority)
+    moved: Counter[str] = Counter()
+    unplaced: list[str] = []
+    short: dict[str, float] = defaultdict(float)
+    held: list[str] = []
+    try:
+        for task in tasks:
+            req = replace(task.request, failover=True, exclude=frozenset({lost}),
+                          task_id=f"n-1/{task.request.task_id}")
+            result = scheduler.schedule(req)
+            if result.cluster is not None and scheduler.reserve(req, result).ok:
+                moved[result.cluster] += 1
+                held.append(req.task_id)
+                continue
+            unplaced.append(task.request.name)
+            for key, amount in _demand(task).items():
+                short[key] += amount
+    finally:
+        for task_id in held:
+            copy.release(task_id)
+    others = [c for c in copy.clusters() if c.name != lost]
+    return ClusterLoss(
+        safe=not unplaced, tasks=len(tasks), moved=dict(sorted(moved.items())),
+        unplaced=unplaced, short={k: round(v, _DIGITS) for k, v in sorted(short.items())},
+        headroom_needed=round(_needed(tasks, others), _DIGITS),
+    )
+
+
+def _demand(task: Running) -> dict[str, float]:
+    """What a task needs in total: devices of its model, or cores and GiB if CPU-only."""
+    r = task.request.requests
+    if r.gpu_milli:
+        return {task.model: r.gpu_milli * r.replicas / WHOLE}
+    return {"cpu": r.cpu_milli * r.replicas / 1000, "memory_gib": r.memory_mib * r.replicas / 1024}
+
+
+def _needed(tasks: Sequence[Running], others: Sequence[ClusterInfo]) -> float:
+    """The largest fraction of the others' capacity (per model, cpu, memory) the tasks take."""
+    if not tasks:
+        return 0.0
+    devices: Counter[str] = Counter()
+    cpu = memory = 0
+    for task in tasks:
+        r = task.request.requests
+        cpu += r.cpu_milli * r.replicas
+        memory += r.memory_mib * r.replicas
+        if r.gpu_milli and task.model != NO_MODEL:
+            devices[task.model] += r.gpu_milli * r.replicas
+    fractions = [_share(cpu, sum(c.cpu_total for c in others)),
+                 _share(memory, sum(c.memory_total for c in others))]
+    for model, milli in devices.items():
+        fractions.append(_share(milli, sum(c.device_milli(model)[0] for c in others)))
+    return max(fractions)
+
+
+def _share(need: int, total: int) -> float:
+    """``need`` as a fraction of ``total``; 1.0 when no headroom could cover it."""
+    if need <= 0:
+        return 0.0
+    return min(1.0, need / total) if total > 0 else 1.0

@@ -1,0 +1,105 @@
+"""Fragmentation as FGD defines it: free device capacity the common task shapes cannot use.
+
+Shapes: a weighted list of one-replica GPU requests. ``shapes_from_specs`` draws it from a
+task mix (the hub passes its active tasks: queued, placed, running) - each distinct GPU shape
+weighted by how many tasks have it, the ``MAX_SHAPES`` most common kept; CPU-only tasks are
+left out (they use no device, and FGD would count every free card as stranded for them).
+With no GPU task in the mix, ``DEFAULT_SHAPES`` (1, 2, 4 and 8 whole cards, equal weight)
+stand in. ``resolve`` turns shapes given in a file (``fuyao.capacity.Shape``) into the same.
+
+Per node and shape (FGD, Weng et al., ATC'23): if one replica of the shape cannot go on the
+node - its labels miss the shape's selector, or the fit code (``plan_holds``, what a
+reservation checks) finds no room for cpu, memory, pods or devices - all the node's free
+device capacity is a fragment for that shape; if it can, the fragments are the devices
+whose free share is too small for it (a partly used card, for a whole-card shape; a card
+with less free than the share, for a shared shape). The node's fragmentation is the
+shape-weighted mean; ``fragmented_devices`` sums it per device model for one cluster.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fuyao.capacity import MAX_SHAPES, Shape
+from fuyao.errors import Conflict
+from fuyao.selector import Selector, parse_selector
+from fuyao.spec import TaskRequests, TaskSpec
+from hub.fleet import WHOLE, ClusterInfo, NodeState
+from hub.fleet.fit import plan_holds
+
+DEFAULT_SHAPES = tuple(Shape(gpu=n, cpu="1", memory="1Gi", weight=1.0) for n in (1, 2, 4, 8))
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedShape:
+    """One shape as the fit code reads it, with its share of the distribution."""
+
+    requests: TaskRequests
+    selector: Selector
+    weight: float
+    shape: Shape
+
+
+def shapes_from_specs(specs: Iterable[TaskSpec]) -> tuple[list[WeightedShape], str]:
+    """The GPU shape distribution of a task mix, and where it came from."""
+    counts: Counter[tuple[str, str | None, str | None, str, str, str | None]] = Counter()
+    for spec in specs:
+        if spec.requests().gpu_milli == 0:
+            continue
+        counts[(str(spec.gpu), spec.gpu_model, None if spec.gpu_memory is None
+                else str(spec.gpu_memory), str(spec.cpu), str(spec.memory), spec.selector)] += 1
+    if not counts:
+        return resolve(DEFAULT_SHAPES), "default"
+    shapes = [Shape(gpu=g, gpu_model=m, gpu_memory=gm, cpu=c, memory=mem, selector=sel,
+                    weight=float(n))
+              for (g, m, gm, c, mem, sel), n in counts.most_common(MAX_SHAPES)]
+    return resolve(shapes), "task mix"
+
+
+def resolve(shapes: Sequence[Shape]) -> list[WeightedShape]:
+    """Shapes as one-replica requests with weights summing to 1 (InvalidInput if bad)."""
+    total = sum(s.weight for s in shapes)
+    out = []
+    for shape in shapes:
+        spec = shape.task_spec()
+        out.append(WeightedShape(spec.requests(), parse_selector(spec.effective_selector()),
+                                 shape.weight / total, shape))
+    return out
+
+
+def fragmented_devices(cluster: ClusterInfo, shapes: Sequence[WeightedShape]) -> dict[str, float]:
+    """Shape-weighted fragmented devices of each model in ``cluster`` (schedulable nodes)."""
+    out: dict[str, float] = defaultdict(float)
+    for node in cluster.nodes():
+        if not node.schedulable or not any(node.dev_free.values()):
+            continue
+        for shape in shapes:
+            for model, milli in _node_fragments(cluster, node, shape).items():
+                out[model] += shape.weight * milli / WHOLE
+    return dict(out)
+
+
+def _node_fragments(cluster: ClusterInfo, node: NodeState, shape: WeightedShape) -> dict[str, int]:
+    """Free milli-devices per model on ``node`` that ``shape`` cannot use."""
+    fits = shape.selector.matches(node.labels) and _one_fits(cluster, node, shape.requests)
+    want = shape.requests.gpu_milli
+    out: dict[str, int] = defaultdict(int)
+    for dev in node.info.devices:
+        free = node.dev_free.get(dev.id, 0)
+        if free <= 0:
+            continue
+        too_small = (free < WHOLE if want >= WHOLE else free < want)
+        if not fits or too_small or dev.memory_mib < shape.requests.gpu_memory_mib:
+            out[dev.model] += free
+    return out
+
+
+def _one_fits(cluster: ClusterInfo, node: NodeState, requests: TaskRequests) -> bool:
+    """Would one replica fit on this node now (the reservation's own check)?"""
+    try:
+        plan_holds(cluster, requests, [node.name], None)
+    except Conflict:
+        return False
+    return True
