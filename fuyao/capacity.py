@@ -155,6 +155,10 @@ class ReportRow(BaseModel):
     memory_total_gib: float = 0
     memory_free_gib: float = 0
     n1_safe: bool | None = Field(default=None, description="by=cluster: may it die safely?")
+    gpu_memory_total_gib: float = Field(default=0, description="device memory of the model")
+    gpu_memory_allocated_gib: float = Field(
+        default=0, description="device memory in use (a shared device in proportion)")
+    gpu_memory_free_gib: float = 0
 
 
 class CapacityReport(BaseModel):

@@ -251,10 +251,13 @@ class LocalScheduler:
         if isinstance(verdict, str):
             return verdict
         # Accelerator nodes last for CPU-only work (a soft taint), then the policy.
-        spends_accelerators = req.gpu_milli == 0 and bool(node.devices)
+        spends_accelerators = req.gpu_milli == 0 and not req.gpu_mem_mib and bool(node.devices)
         gradient = 0.0
-        if self.policy is Policy.FGD:
+        if self.policy is Policy.FGD and not req.gpu_mem_mib:   # memory shares: best-fit
             gradient, verdict = self._gradient(node, req, verdict)
+            tie = gpu_used_after([d.free_milli for d in node.devices], req) if node.devices \
+                else self._score(node, req)
+            return (spends_accelerators, gradient, -tie, node.name, verdict)
         return (spends_accelerators, gradient, -self._score(node, req), node.name, verdict)
 
     def _filter(
@@ -278,6 +281,8 @@ class LocalScheduler:
         return self._pick_devices(node, req)
 
     def _pick_devices(self, node: _Node, req: TaskRequests) -> str | tuple[tuple[str, int], ...]:
+        if req.gpu_mem_mib:
+            return self._pick_memory(node, req)
         if req.gpu_milli == 0:
             return ()
         big_enough = [d for d in node.devices if d.memory_mib >= req.gpu_memory_mib]
@@ -318,6 +323,23 @@ class LocalScheduler:
         share = min(req.gpu_milli, WHOLE)
         return delta, tuple((node.devices[i].id, share) for i in taken)
 
+    def _pick_memory(self, node: _Node, req: TaskRequests) -> str | tuple[tuple[str, int], ...]:
+        """GPU memory sharing, per device: ``gpu_mem_mib`` of one device is the share
+        ``ceil(1000 x mem / device memory)`` (at least the compute share asked for), the
+        proportion this member reports free memory by; the tightest device that has it."""
+        big_enough = [d for d in node.devices if d.memory_mib >= max(req.gpu_mem_mib,
+                                                                        req.gpu_memory_mib)]
+        if not big_enough:
+            return REASON_GPU_MEMORY
+        fits = [(d.free_milli, d.id, d, need) for d in big_enough
+                if d.free_milli >= (need := memory_share(req.gpu_mem_mib, d.memory_mib,
+                                                         req.gpu_milli))]
+        if not fits:
+            return REASON_GPU
+        _, _, chosen, need = (min(fits) if self.policy is not Policy.SPREAD
+                              else min(fits, key=lambda f: (-f[0], f[1])))
+        return ((chosen.id, need),)
+
     def _score(self, node: _Node, req: TaskRequests) -> float:
         """Fraction of the node in use after placing the replica (mean over resources)."""
         used = used_after(node.allocatable, node.used.cpu_milli, node.used.memory_mib,
@@ -328,7 +350,7 @@ class LocalScheduler:
 def used_after(allocatable: ResourceAmounts, used_cpu: int, used_memory: int,
                frees: Sequence[int], req: TaskRequests) -> float:
     """Mean fraction of cpu, memory and (with devices) GPU in use once one replica of
-    ``req`` is placed: best-fit's score, also the hub's tie-break for the ``fgd`` profile."""
+    ``req`` is placed: best-fit's score (``spread`` takes its complement)."""
     fractions = [
         (used_cpu + req.cpu_milli) / allocatable.cpu_milli if allocatable.cpu_milli else 1.0,
         (used_memory + req.memory_mib) / allocatable.memory_mib
@@ -338,6 +360,20 @@ def used_after(allocatable: ResourceAmounts, used_cpu: int, used_memory: int,
         taken = sum(WHOLE - f for f in frees) + req.gpu_milli
         fractions.append(taken / (WHOLE * len(frees)))
     return sum(fractions) / len(fractions)
+
+
+def gpu_used_after(frees: Sequence[int], req: TaskRequests) -> float:
+    """The GPU fraction of a node in use once one replica of ``req`` is placed: the ``fgd``
+    policy's tie-break among nodes whose fragmentation grows alike (member and hub)."""
+    return (sum(WHOLE - f for f in frees) + req.gpu_milli) / (WHOLE * len(frees))
+
+
+def memory_share(memory_mib: int, device_mib: int, compute_milli: int = 0) -> int:
+    """The share of a ``device_mib`` device that gives ``memory_mib`` of its memory (at least
+    ``compute_milli``), capped at a whole device: shares and memory go in proportion."""
+    if device_mib <= 0:
+        return WHOLE
+    return min(WHOLE, max(compute_milli, -(-WHOLE * memory_mib // device_mib)))
 
 
 def _by_count(item: tuple[str, int]) -> tuple[int, str]:

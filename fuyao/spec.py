@@ -108,6 +108,12 @@ class TaskRequests:
     gpu_milli: int
     gpu_memory_mib: int
     replicas: int
+    gpu_mem_mib: int = 0    # memory of one shared device (GPU memory sharing), 0 if not
+
+    @property
+    def shares_memory(self) -> bool:
+        """True when the task asks for an amount of one device's memory (``gpu_mem``)."""
+        return self.gpu_mem_mib > 0
 
     @property
     def gpu_devices(self) -> int:
@@ -142,6 +148,9 @@ class TaskSpec(BaseModel):
         default=None, description="a model (A100), a set (A100|H100) or a bound (>=A100)"
     )
     gpu_memory: Quantity | None = Field(default=None, description="minimum memory per device")
+    gpu_mem: Quantity | None = Field(
+        default=None, description="GPU memory sharing: this much of one device's memory "
+                                  "(8Gi); gpu may add a compute share below 1")
     selector: str | None = Field(default=None, description="node selector expression")
     queue: str = "default"
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
@@ -226,6 +235,16 @@ class TaskSpec(BaseModel):
     def _gpu_memory(cls, value: Quantity | None) -> Quantity | None:
         return None if value is None else _checked(parse_memory_mib, value, "gpu_memory")
 
+    @field_validator("gpu_mem")
+    @classmethod
+    def _gpu_mem(cls, value: Quantity | None) -> Quantity | None:
+        if value is None:
+            return None
+        _checked(parse_memory_mib, value, "gpu_mem")
+        if parse_memory_mib(value) <= 0:
+            raise ValueError("must be more than 0")
+        return value
+
     @field_validator("duration")
     @classmethod
     def _duration(cls, value: Quantity | None) -> Quantity | None:
@@ -237,6 +256,13 @@ class TaskSpec(BaseModel):
         if not value.strip():
             raise ValueError("image must not be empty")
         return value
+
+    @model_validator(mode="after")
+    def _shared_memory(self) -> TaskSpec:
+        if self.gpu_mem is not None and parse_gpu_milli(self.gpu) >= 1000:
+            raise ValueError("gpu_mem asks for part of one device's memory: gpu must be 0 or "
+                             "a compute share below 1 (0.25, 250m)")
+        return self
 
     @model_validator(mode="after")
     def _selector(self) -> TaskSpec:
@@ -259,6 +285,7 @@ class TaskSpec(BaseModel):
             gpu_milli=parse_gpu_milli(self.gpu),
             gpu_memory_mib=0 if self.gpu_memory is None else parse_memory_mib(self.gpu_memory),
             replicas=self.replicas,
+            gpu_mem_mib=0 if self.gpu_mem is None else parse_memory_mib(self.gpu_mem),
         )
 
     def duration_seconds(self) -> float:
@@ -419,6 +446,10 @@ class CapacityRow(BaseModel):
         default=0.0, description="idle devices on cordoned or NotReady nodes (never free)")
     cpu_unschedulable: float = 0.0
     memory_unschedulable_gib: float = 0.0
+    gpu_memory_total_gib: float = Field(default=0.0, description="device memory of the model")
+    gpu_memory_allocated_gib: float = Field(
+        default=0.0, description="device memory in use (a share uses its part of a device)")
+    gpu_memory_free_gib: float = 0.0
 
 
 class AuditEntry(BaseModel):

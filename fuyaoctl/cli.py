@@ -152,6 +152,8 @@ def task() -> None:
 @click.option("--gpu", metavar="N", help="GPUs per replica: 8, or a share like 0.5.")
 @click.option("--gpu-model", metavar="MODEL", help="H100, A100|H100 or >=A100.")
 @click.option("--gpu-memory", help="Minimum memory per GPU: 40Gi.")
+@click.option("--gpu-mem", metavar="SIZE",
+              help="GPU memory sharing: this much of one GPU's memory, e.g. 8Gi.")
 @click.option("--selector", metavar="EXPR", help="Node selector: 'kubernetes.io/arch = arm64'.")
 @click.option("--queue", help="Queue name (default: default).")
 @click.option("--priority", type=int, help="Priority; higher is placed first.")

@@ -235,7 +235,8 @@ class Renderer:
             return
         table = _table("CLUSTER", "MODEL", "NODES", "DEV", "DEV-ALLOC", "DEV-RSVD", "DEV-FREE",
                        "DEV-UNSCHED", "CPU", "CPU-ALLOC", "CPU-RSVD", "CPU-FREE",
-                       "MEM-GIB", "MEM-ALLOC", "MEM-RSVD", "MEM-FREE")
+                       "MEM-GIB", "MEM-ALLOC", "MEM-RSVD", "MEM-FREE", "GPU-MEM-GIB",
+                       "GPU-MEM-ALLOC", "GPU-MEM-FREE")
         for row in rows:
             table.add_row(*_cells(
                 row.cluster, row.model, row.nodes,
@@ -243,7 +244,8 @@ class Renderer:
                             row.devices_free, row.devices_unschedulable, row.cpu_total,
                             row.cpu_allocated, row.cpu_reserved, row.cpu_free, row.memory_total_gib,
                             row.memory_allocated_gib, row.memory_reserved_gib,
-                            row.memory_free_gib)),
+                            row.memory_free_gib, row.gpu_memory_total_gib,
+                            row.gpu_memory_allocated_gib, row.gpu_memory_free_gib)),
             ))
         self._print(table, "RSVD is the headroom kept free for failover; "
                            "FREE = total - allocated - reserved; UNSCHED: idle on cordoned or "

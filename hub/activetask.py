@@ -126,7 +126,9 @@ def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
     return pb.TaskWorkload(
         image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
         memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
-        selector=member_selector(task.spec.effective_selector(), model, req.gpu_milli),
+        gpu_mem_mib=req.gpu_mem_mib,
+        selector=member_selector(task.spec.effective_selector(), model,
+                                 req.gpu_milli or req.gpu_mem_mib),
         replicas=task.spec.replicas, duration_seconds=task.spec.duration_seconds(),
         priority=task.priority,
     )

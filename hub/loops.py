@@ -24,6 +24,7 @@ from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.metrics import Metrics
+from hub.placement import memshare
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.queueing import Queueing
@@ -93,13 +94,13 @@ class PlacementLoop:
                 weights = task.spec.score_weights
                 scheduler = (self.variant(weights) if weights and self.variant is not None
                              else self.scheduler)
-                result = scheduler.schedule(request)
+                request, result = memshare.schedule(scheduler, request)
                 if result.cluster is None and task.avoid:
                     # Spill-over is a preference: with nowhere else to go, the clusters that
                     # could not schedule it are candidates again (not excluded forever).
                     task.avoid.clear()
                     request = cycle.request(task) or request
-                    result = scheduler.schedule(request)
+                    request, result = memshare.schedule(scheduler, request)
                 if result.cluster is not None and not cycle.admit(task, result):
                     continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.

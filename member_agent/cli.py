@@ -20,6 +20,7 @@ from fuyao.errors import FuyaoError, InvalidInput
 from fuyao.nodescheduler import Policy
 from fuyao.spec import check_labels, check_name
 from member_agent.backends.base import Backend
+from member_agent.backends.kube.options import DEFAULT_TOLERATIONS, GANG_MODES, KubeOptions
 from member_agent.connection import Agent, AgentConfig
 from member_agent.state import default_state_dir
 
@@ -33,9 +34,8 @@ def build_backend(
     time_scale: float,
     policy: Policy,
     kubeconfig: Path | None,
-    namespace: str,
-    label_nodes: bool = True,
-    finished_pod_ttl: float = 600.0,
+    kube: KubeOptions | None = None,
+    context: str | None = None,
 ) -> Backend:
     """The chosen backend, its inputs validated (raises ``InvalidInput``)."""
     if backend == "sim":
@@ -49,10 +49,7 @@ def build_backend(
         return SimBackend(load_fleet(fleet), time_scale=time_scale, policy=policy)
     from member_agent.backends.kube import KubeBackend
 
-    if finished_pod_ttl < 0:
-        raise InvalidInput(f"--finished-pod-ttl {finished_pod_ttl} must not be negative")
-    return KubeBackend.from_kubeconfig(kubeconfig, namespace=namespace, label_nodes=label_nodes,
-                                       finished_pod_ttl=finished_pod_ttl)
+    return KubeBackend.from_kubeconfig(kubeconfig, kube or KubeOptions(), context=context)
 
 
 def _labels(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -88,12 +85,28 @@ async def _run_until_signalled(agent: Agent) -> None:
 @click.option("--backend", type=click.Choice(["sim", "kube"]), required=True)
 @click.option("--fleet", help="sim: fleet YAML, or a trace node list FILE.csv[:START[:COUNT]].")
 @click.option("--state-dir", type=click.Path(path_type=Path), help="Where the credential is kept.")
-@click.option("--kubeconfig", type=click.Path(path_type=Path), help="kube: kubeconfig file.")
+@click.option("--kubeconfig", type=click.Path(path_type=Path),
+              help="kube: kubeconfig file ('-': read it from stdin).")
+@click.option("--context", "kube_context", help="kube: the kubeconfig context to use.")
 @click.option("--namespace", default="fuyao-tasks", show_default=True, help="kube: pod namespace.")
 @click.option("--label-nodes/--no-label-nodes", default=True, show_default=True,
               help="kube: write the derived fuyao.io/* labels onto the nodes.")
 @click.option("--finished-pod-ttl", type=float, default=600.0, show_default=True,
               help="kube: seconds finished pods are kept (for logs) before they are deleted.")
+@click.option("--scheduler-name", default="", help="kube: schedulerName of task pods.")
+@click.option("--gpu-toleration", "gpu_tolerations", multiple=True,
+              help="kube: taint key GPU pods tolerate (repeatable; default: "
+                   + ", ".join(DEFAULT_TOLERATIONS) + ").")
+@click.option("--priority-classes/--no-priority-classes", default=True, show_default=True,
+              help="kube: map task priority to PriorityClass fuyao-priority-N.")
+@click.option("--gang", "gang_mode", type=click.Choice(GANG_MODES), default="agent",
+              show_default=True, help="kube: who keeps a multi-replica task all-or-nothing.")
+@click.option("--gang-timeout", type=float, default=120.0, show_default=True,
+              help="kube, --gang agent: seconds for all replicas to bind before rollback.")
+@click.option("--gpu-memory-resource", default="",
+              help="kube: HAMi-style GPU memory resource (e.g. nvidia.com/gpumem).")
+@click.option("--gpu-cores-resource", default="",
+              help="kube: HAMi-style GPU cores resource (e.g. nvidia.com/gpucores).")
 @click.option("--heartbeat-interval", type=float, default=2.0, show_default=True)
 @click.option("--time-scale", type=float, default=1.0, show_default=True,
               help="sim: multiply task durations by this (0.01 = 100x faster).")
@@ -111,9 +124,17 @@ def command(
     fleet: str | None,
     state_dir: Path | None,
     kubeconfig: Path | None,
+    kube_context: str | None,
     namespace: str,
     label_nodes: bool,
     finished_pod_ttl: float,
+    scheduler_name: str,
+    gpu_tolerations: tuple[str, ...],
+    priority_classes: bool,
+    gang_mode: str,
+    gang_timeout: float,
+    gpu_memory_resource: str,
+    gpu_cores_resource: str,
     heartbeat_interval: float,
     time_scale: float,
     sim_policy: str,
@@ -147,9 +168,14 @@ def command(
             time_scale=time_scale,
             policy=Policy(sim_policy),
             kubeconfig=kubeconfig,
-            namespace=namespace,
-            label_nodes=label_nodes,
-            finished_pod_ttl=finished_pod_ttl,
+            context=kube_context,
+            kube=KubeOptions(
+                namespace=namespace, label_nodes=label_nodes, finished_pod_ttl=finished_pod_ttl,
+                scheduler_name=scheduler_name,
+                gpu_tolerations=gpu_tolerations or DEFAULT_TOLERATIONS,
+                priority_classes=priority_classes, gang=gang_mode, gang_timeout=gang_timeout,
+                gpu_memory_resource=gpu_memory_resource, gpu_cores_resource=gpu_cores_resource,
+            ) if backend == "kube" else None,
         )
         asyncio.run(_run_until_signalled(Agent(config, chosen)))
     except FuyaoError as exc:

@@ -28,26 +28,26 @@ router = APIRouter(prefix="/api/v1/capacity", tags=["capacity"])
 @router.post("/fit", response_model=FitAnswer)
 async def fit(req: FitRequest, hub: HubDep) -> FitAnswer:
     """How many more tasks of this shape fit right now, per cluster and in total."""
-    return hub.planning.fit(req)
+    return await hub.planning.fit_async(req)
 
 
 @router.get("/n-1", response_model=NMinusOne)
 async def n_minus_one(hub: HubDep) -> NMinusOne:
     """For each cluster: could the others take its tasks if it died now?"""
-    return hub.planning.n_minus_one()
+    return await hub.planning.answer("n-1", lambda p: p.n_minus_one())
 
 
 @router.get("/report", response_model=CapacityReport)
 async def report(hub: HubDep, by: GroupBy = "cluster",
                  cluster: Annotated[str | None, Query(max_length=63)] = None) -> CapacityReport:
     """Capacity by cluster, model, site or queue, with fragmentation against the task mix."""
-    return hub.planning.report(by, cluster)
+    return await hub.planning.answer(("report", by, cluster), lambda p: p.report(by, cluster))
 
 
 @router.post("/report", response_model=CapacityReport)
 async def report_with_shapes(req: ReportRequest, hub: HubDep) -> CapacityReport:
     """The same report, fragmentation measured against the shapes given."""
-    return hub.planning.report(req.by, req.cluster, req.shapes)
+    return await hub.planning.answer(None, lambda p: p.report(req.by, req.cluster, req.shapes))
 
 
 @router.get("/history", response_model=list[CapacityPoint])

@@ -18,6 +18,7 @@ from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask, placement_request
 from hub.dag import Dependencies
 from hub.explain.whatif import alternatives
+from hub.placement import memshare
 from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
@@ -46,7 +47,7 @@ class Explainer:
         """Where ``spec`` would go now; stores and reserves nothing."""
         req = placement_request(DRY_RUN_ID, spec, spec.priority)
         scheduler = self.schedulers.for_weights(spec.score_weights)
-        result = scheduler.schedule(req)
+        req, result = memshare.schedule(scheduler, req)
         view = DryRunView(name=spec.name, cluster=result.cluster, nodes=list(result.nodes),
                           model=result.model, scores=scores_of(result),
                           reasons=dict(result.reasons))
@@ -76,7 +77,7 @@ class Explainer:
             return view
         req = task.request()
         scheduler = self.schedulers.for_weights(task.spec.score_weights)
-        result = scheduler.schedule(req)
+        req, result = memshare.schedule(scheduler, req)
         view.scores = scores_of(result)
         view.reasons = dict(result.reasons)
         if result.error is None:

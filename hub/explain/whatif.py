@@ -60,7 +60,7 @@ def alternatives(scheduler: Scheduler, req: PlacementRequest) -> list[Alternativ
     found: list[Alternative] = []
     if r.gpu_milli:
         found += _models(scheduler, schedule, req)
-    if r.gpu_milli >= WHOLE and r.gpu_milli // WHOLE > 1:
+    if r.gpu_milli >= WHOLE and r.gpu_milli // WHOLE > 1 and not r.gpu_mem_mib:
         cards = r.gpu_milli // WHOLE
         best = _most(schedule, req, cards - 1,
                      lambda k: replace(r, gpu_milli=k * WHOLE))

@@ -21,6 +21,7 @@ def capacity_rows(cluster: ClusterInfo) -> list[CapacityRow]:
     """One row per accelerator model of the cluster (``none`` for CPU-only nodes), by model."""
     rows: list[CapacityRow] = []
     totals = cluster.totals()
+    device_memory = _device_memory(cluster)
     h = cluster.headroom
     for model in sorted(totals):
         t = totals[model]
@@ -38,8 +39,26 @@ def capacity_rows(cluster: ClusterInfo) -> list[CapacityRow]:
             cpu_reserved=cpu[1], cpu_free=cpu[2], cpu_unschedulable=cpu[3],
             memory_total_gib=round(t.mem_total / 1024, _DIGITS), memory_allocated_gib=mem[0],
             memory_reserved_gib=mem[1], memory_free_gib=mem[2], memory_unschedulable_gib=mem[3],
+            **device_memory.get(model, {}),
         ))
     return rows
+
+
+def _device_memory(cluster: ClusterInfo) -> dict[str, dict[str, float]]:
+    """Per model: device memory total / allocated / free in GiB. A device gives memory in
+    proportion to its share (GPU memory sharing, ``hub.placement.memshare``), so a device
+    with a quarter of its share in use has a quarter of its memory allocated."""
+    sums: dict[str, list[float]] = {}
+    for node in cluster.nodes():
+        for dev in node.info.devices:
+            total, used = sums.setdefault(dev.model, [0.0, 0.0])
+            free = node.dev_free.get(dev.id, WHOLE)
+            sums[dev.model] = [total + dev.memory_mib,
+                               used + dev.memory_mib * (WHOLE - free) / WHOLE]
+    return {model: {"gpu_memory_total_gib": round(total / 1024, _DIGITS),
+                    "gpu_memory_allocated_gib": round(used / 1024, _DIGITS),
+                    "gpu_memory_free_gib": round((total - used) / 1024, _DIGITS)}
+            for model, (total, used) in sums.items()}
 
 
 def _split(

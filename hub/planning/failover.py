@@ -9,8 +9,9 @@ the room taken. What does not fit is listed with its demand (``short``: devices 
 it ran on, cores and GiB for CPU-only tasks). Then every reservation of the scenario is
 released and the next cluster is judged on the same copy.
 
-``headroom_needed`` for X is the fraction of the other clusters' capacity its tasks would
-take, per model (and cpu, memory), the largest: a floor - packing on nodes may need more,
+``headroom_needed`` for X is the fraction of the capacity its tasks could use on the other
+open clusters (nodes their selector matches: devices of the model they ran on, cores for
+CPU-only tasks) that they would take, the largest: a floor - packing on nodes may need more,
 which the verdict (the scheduler's own answer) shows. ``headroom_recommended`` per cluster
 C is the largest ``headroom_needed`` over the other clusters: kept free everywhere, it
 covers the loss of any one. 1.0 means no headroom can: the others lack the model or size.
@@ -102,22 +103,41 @@ def _demand(task: Running) -> dict[str, float]:
 
 
 def _needed(tasks: Sequence[Running], others: Sequence[ClusterInfo]) -> float:
-    """The largest fraction of the others' capacity (per model, cpu, memory) the tasks take."""
-    if not tasks:
-        return 0.0
-    devices: Counter[str] = Counter()
-    cpu = memory = 0
+    """The largest fraction of the capacity the tasks could use on the other (open)
+    clusters that they would take: per selector and model (devices; cores for CPU-only)."""
+    need: Counter[tuple[str, str]] = Counter()
+    selectors: dict[str, PlacementRequest] = {}
     for task in tasks:
         r = task.request.requests
-        cpu += r.cpu_milli * r.replicas
-        memory += r.memory_mib * r.replicas
+        key = task.request.selector_key
+        selectors.setdefault(key, task.request)
         if r.gpu_milli and task.model != NO_MODEL:
-            devices[task.model] += r.gpu_milli * r.replicas
-    fractions = [_share(cpu, sum(c.cpu_total for c in others)),
-                 _share(memory, sum(c.memory_total for c in others))]
-    for model, milli in devices.items():
-        fractions.append(_share(milli, sum(c.device_milli(model)[0] for c in others)))
+            need[(key, task.model)] += r.gpu_milli * r.replicas
+        else:
+            need[(key, NO_MODEL)] += r.cpu_milli * r.replicas
+    open_ = [c for c in others if c.schedulable]
+    fractions = [0.0]
+    for (key, model), amount in need.items():
+        req = selectors[key]
+        room = sum(_usable(c, req, model) for c in open_)
+        fractions.append(_share(amount, room))
     return max(fractions)
+
+
+def _usable(cluster: ClusterInfo, req: PlacementRequest, model: str) -> int:
+    """Milli-devices of ``model`` (cpu millicores for ``none``) on the cluster's nodes that
+    ``req``'s selector matches."""
+    found = cluster.matching(req.selector, req.selector_key)
+    total = 0
+    for group in found.groups:
+        for node in group.nodes.values():
+            if found.per_node and not req.selector.matches(node.labels):
+                continue
+            if model == NO_MODEL:
+                total += node.info.allocatable.cpu_milli
+            else:
+                total += node.model_devices.get(model, 0) * WHOLE
+    return total
 
 
 def _share(need: int, total: int) -> float:

@@ -1,17 +1,23 @@
 """``Planner``: the hub's capacity-planning service, wired in by ``hub.core.Hub``.
 
-The REST router ``hub.api.planning`` calls it. Every answer comes from the hub's own state
-(fleet view, active tasks, placement profile) through the real scheduler and fit code on a
-copy of the fleet view: ``fit`` (``hub.planning.fit``), ``n_minus_one``
-(``hub.planning.failover``), ``report`` (fragmentation and grouping,
-``hub.planning.fragmentation`` and ``hub.planning.report``). Hooks for rooms that land
-later: ``quota`` (queue quotas; ``hub.planning.fit.QuotaProbe``) and ``profiles`` (turn a
-ComputeProfile name into a task spec).
+Every answer comes from the hub's own state (fleet view, active tasks, placement profile)
+through the real scheduler and fit code on a copy of the fleet view: ``fit``
+(``hub.planning.fit``), ``n_minus_one`` (``hub.planning.failover``), ``report``
+(fragmentation and grouping, ``hub.planning.fragmentation`` and ``hub.planning.report``).
+The REST router ``hub.api.planning`` calls it through ``answer`` / ``fit_async``: the fleet
+view and the active tasks are copied on the hub's loop (``frozen``), the thinking runs in a
+worker thread, and an answer is reused for two seconds while nothing changed. Hooks set by
+the hub: ``quota`` (queue quotas, ``hub.planning.quota``) and ``profiles`` (build a task
+from its ComputeProfile).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import asyncio
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from fuyao.capacity import CapacityReport, FitAnswer, FitRequest, GroupBy, NMinusOne, Shape
 from fuyao.errors import NotFound
@@ -19,7 +25,7 @@ from fuyao.selector import Selector
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask
 from hub.fleet import NO_MODEL, FleetView
-from hub.placement import Profile
+from hub.placement import PlacementRequest, Profile
 from hub.planning.failover import Running, n_minus_one
 from hub.planning.fit import QuotaProbe, count_fit
 from hub.planning.fragmentation import fragmented_devices, resolve, shapes_from_specs
@@ -31,7 +37,10 @@ from hub.planning.report import (
     regroup,
     site_of,
 )
+from hub.planning.snapshot import copy_fleet
 
+T = TypeVar("T")
+CACHE_SECONDS = 2.0
 ProfileLookup = Callable[[TaskSpec], TaskSpec]
 """A spec naming a ComputeProfile -> the spec built from it (an error if it is unknown)."""
 
@@ -42,10 +51,32 @@ def no_profiles(spec: TaskSpec) -> TaskSpec:
                    f"defined on this hub); give --gpu/--cpu/--memory instead")
 
 
+@dataclass(frozen=True, slots=True)
+class TaskFacts:
+    """What planning reads of one active task, taken on the hub's loop (``Planner.frozen``)."""
+
+    id: str
+    name: str
+    spec: TaskSpec
+    state: TaskState
+    queue: str
+    priority: int
+    seq: int
+    cluster: str | None
+    node: str | None
+    model: str
+    placement: PlacementRequest
+
+    def request(self) -> PlacementRequest:
+        """The placement request, as ``ActiveTask.request``."""
+        return self.placement
+
+
 class Planner:
     """Capacity answers for one hub: fit, N-1, the capacity report."""
 
-    def __init__(self, fleet: FleetView, profile: Profile, active: Mapping[str, ActiveTask],
+    def __init__(self, fleet: FleetView, profile: Profile,
+                 active: Mapping[str, ActiveTask] | Mapping[str, TaskFacts],
                  *, headroom_priority: int = 1000) -> None:
         self.fleet = fleet
         self.profile = profile
@@ -53,14 +84,51 @@ class Planner:
         self.headroom_priority = headroom_priority
         self.quota: QuotaProbe | None = None
         self.profiles: ProfileLookup = no_profiles
+        self._cache: dict[Hashable, tuple[Hashable, float, object]] = {}
+
+    # -- off the hub's loop (the REST routes) -----------------------------------------------
+
+    def frozen(self) -> Planner:
+        """A planner over a copy of the fleet view and of the active tasks as they are now,
+        which nothing else touches: it may run on another thread."""
+        facts = {t.id: TaskFacts(t.id, t.name, t.spec, t.state, t.queue, t.priority, t.seq,
+                                 t.cluster, t.node, self._model_of(t), t.request())
+                 for t in self.active.values()}
+        return Planner(copy_fleet(self.fleet), self.profile, facts,
+                       headroom_priority=self.headroom_priority)
+
+    async def answer(self, key: Hashable | None, compute: Callable[[Planner], T]) -> T:
+        """``compute`` on a frozen planner in a worker thread, so the hub's loop goes on;
+        the answer is reused for ``CACHE_SECONDS`` while nothing changed (``key``: what was
+        asked; None: never reused)."""
+        stamp = (self.fleet.tick, len(self.active))
+        hit = self._cache.get(key) if key is not None else None
+        if hit is not None and hit[0] == stamp and time.monotonic() - hit[1] < CACHE_SECONDS:
+            return hit[2]  # type: ignore[return-value]
+        value = await asyncio.to_thread(compute, self.frozen())
+        if key is not None:
+            self._cache[key] = (stamp, time.monotonic(), value)
+        return value
+
+    async def fit_async(self, req: FitRequest) -> FitAnswer:
+        """``fit`` with the profile and quota read here and the packing in a worker thread."""
+        spec = self._spec(req)
+        allowed = self.quota(spec.queue, spec) if self.quota is not None else None
+        bound: QuotaProbe | None = None if allowed is None else (lambda _q, _s: allowed)
+        return await asyncio.to_thread(
+            count_fit, copy_fleet(self.fleet), self.profile, spec, limit=req.limit,
+            headroom_priority=self.headroom_priority, quota=bound)
+
+    # -- the answers --------------------------------------------------------------------------
 
     def fit(self, req: FitRequest) -> FitAnswer:
         """How many more tasks like ``req`` fit now."""
-        spec = req.task_spec()
-        if spec.profile is not None:
-            spec = self.profiles(spec)
-        return count_fit(self.fleet, self.profile, spec, limit=req.limit,
+        return count_fit(self.fleet, self.profile, self._spec(req), limit=req.limit,
                          headroom_priority=self.headroom_priority, quota=self.quota)
+
+    def _spec(self, req: FitRequest) -> TaskSpec:
+        spec = req.task_spec()
+        return self.profiles(spec) if spec.profile is not None else spec
 
     def n_minus_one(self) -> NMinusOne:
         """Could the fleet lose any one cluster now?"""
@@ -114,8 +182,10 @@ class Planner:
             model = self._model_of(task) if task.cluster is not None else None
             yield task.queue, task.state.value, model, task.spec
 
-    def _model_of(self, task: ActiveTask) -> str:
+    def _model_of(self, task: ActiveTask | TaskFacts) -> str:
         """The device model a placed task holds or runs on (``none``: CPU-only or unknown)."""
+        if isinstance(task, TaskFacts):
+            return task.model
         held = self.fleet.reservation(task.id)
         if held is not None and held.model:
             return held.model

@@ -23,7 +23,8 @@ NO_SITE = "-"
 _DIGITS = 3
 _SUMMED = ("nodes", "devices_total", "devices_allocated", "devices_reserved", "devices_free",
            "devices_unschedulable", "devices_fragmented", "queued_tasks", "queued_devices",
-           "cpu_total", "cpu_free", "memory_total_gib", "memory_free_gib")
+           "cpu_total", "cpu_free", "memory_total_gib", "memory_free_gib",
+           "gpu_memory_total_gib", "gpu_memory_allocated_gib", "gpu_memory_free_gib")
 
 Demand = dict[tuple[str, str], tuple[int, float]]   # (cluster, model) -> (tasks, devices)
 
@@ -43,7 +44,9 @@ def cluster_rows(
             devices_fragmented=round(fragmented.get(c.cluster, {}).get(c.model, 0.0), _DIGITS),
             queued_tasks=tasks, queued_devices=round(devices, _DIGITS),
             cpu_total=c.cpu_total, cpu_free=c.cpu_free, memory_total_gib=c.memory_total_gib,
-            memory_free_gib=c.memory_free_gib,
+            memory_free_gib=c.memory_free_gib, gpu_memory_total_gib=c.gpu_memory_total_gib,
+            gpu_memory_allocated_gib=c.gpu_memory_allocated_gib,
+            gpu_memory_free_gib=c.gpu_memory_free_gib,
         ))
     return rows
 

@@ -301,7 +301,8 @@ async def test_duplicate_place_is_a_no_op(
     await backend.place(place())
     await backend.place(place())
     assert rec.phases() == [Phase.ACCEPTED]
-    assert [m for m, p in standin.requests if m == "POST"] == ["POST"]
+    assert [p for m, p in standin.requests if m == "POST" and p.endswith("/pods")] == [
+        f"/api/v1/namespaces/{NS}/pods"]
 
 
 async def test_cancel_deletes_pods_then_reports_cancelled(

@@ -196,6 +196,9 @@ def test_capacity_rows() -> None:
         "memory_total_gib": 1000.0, "memory_allocated_gib": 500.0,
         "memory_reserved_gib": 100.0, "memory_free_gib": 400.0,
         "devices_unschedulable": 0.0, "cpu_unschedulable": 0.0, "memory_unschedulable_gib": 0.0,
+        # 8 x 80 GiB; 3.5 cards in use (2 whole, a half, the reserved one) hold 280 GiB
+        "gpu_memory_total_gib": 640.0, "gpu_memory_allocated_gib": 280.0,
+        "gpu_memory_free_gib": 360.0,
     }
     none = row(fleet, "b", "none")
     assert (none.nodes, none.devices_total, none.cpu_total, none.cpu_free) == (1, 0, 10, 9)

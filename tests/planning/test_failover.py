@@ -93,3 +93,14 @@ def test_cpu_only_tasks_report_cores_and_memory_short() -> None:
     running = {"x": [Running(place("c1", cpu=6, memory_gib=2), "none", (0, 1))]}
     verdict = n_minus_one(f, DEFAULT_PROFILE, running)
     assert verdict.clusters["x"].short == {"cpu": 6.0, "memory_gib": 2.0}
+
+
+def test_headroom_needed_counts_only_nodes_the_tasks_could_use() -> None:
+    # y has 64 amd64 cores but x's task wants arm64: no headroom on y can cover it.
+    f = fleet_of({"x": [node("x1", cpu=8, labels={"kubernetes.io/arch": "arm64"})],
+                  "y": [node("y1", cpu=64)]})
+    arm = Running(place("etl", "kubernetes.io/arch = arm64", cpu=4), "none", (0, 1))
+    verdict = n_minus_one(f, DEFAULT_PROFILE, {"x": [arm]})
+    assert not verdict.clusters["x"].safe and verdict.clusters["x"].headroom_needed == 1.0
+    plain = Running(place("etl", cpu=16), "none", (0, 1))
+    assert n_minus_one(f, DEFAULT_PROFILE, {"x": [plain]}).clusters["x"].headroom_needed == 0.25

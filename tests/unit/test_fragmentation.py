@@ -60,7 +60,7 @@ def test_mix_from_requests_groups_gpu_tasks_and_drops_cpu_only() -> None:
             for c, g in [(1000, 500), (3000, 500), (2000, 500), (4000, 0), (8000, 2000)]]
     mix = ShapeMix.from_requests(reqs)
     assert [(s.cards, s.gpu_milli, s.cpu_milli, round(s.weight, 2)) for s in mix.shapes] == [
-        (1, 500, 2000, 0.75), (2, 1000, 8000, 0.25)]
+        (1, 500, 2000, 0.43), (2, 1000, 8000, 0.57)]     # weighted by GPU asked: 1500 : 2000
 
 
 @pytest.mark.parametrize("shape", [

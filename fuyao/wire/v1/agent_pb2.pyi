@@ -165,7 +165,7 @@ class AgentMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., task: _Optional[_Union[TaskReport, _Mapping]] = ...) -> None: ...
 
 class TaskWorkload(_message.Message):
-    __slots__ = ("image", "command", "cpu_milli", "memory_mib", "gpu_milli", "gpu_memory_mib", "selector", "replicas", "duration_seconds", "priority")
+    __slots__ = ("image", "command", "cpu_milli", "memory_mib", "gpu_milli", "gpu_memory_mib", "selector", "replicas", "duration_seconds", "priority", "gpu_mem_mib")
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class TaskWorkload(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_MIB_FIELD_NUMBER: _ClassVar[int]
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
     cpu_milli: int
@@ -186,7 +187,8 @@ class TaskWorkload(_message.Message):
     replicas: int
     duration_seconds: float
     priority: int
-    def __init__(self, image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_milli: _Optional[int] = ..., gpu_memory_mib: _Optional[int] = ..., selector: _Optional[str] = ..., replicas: _Optional[int] = ..., duration_seconds: _Optional[float] = ..., priority: _Optional[int] = ...) -> None: ...
+    gpu_mem_mib: int
+    def __init__(self, image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_milli: _Optional[int] = ..., gpu_memory_mib: _Optional[int] = ..., selector: _Optional[str] = ..., replicas: _Optional[int] = ..., duration_seconds: _Optional[float] = ..., priority: _Optional[int] = ..., gpu_mem_mib: _Optional[int] = ...) -> None: ...
 
 class PlaceTask(_message.Message):
     __slots__ = ("task_id", "generation", "name", "workload")

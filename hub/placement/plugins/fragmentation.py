@@ -11,8 +11,8 @@ It never rejects: NodeFit does. The score's raw value is the growth (lower is be
 
 Gangs (several replicas) and CPU-only tasks are left to NodeFit's fit and score neutral.
 A node's answer is kept while its ``NodeState`` (rebuilt on every change) stays the same.
-Ties go to the fuller node (``fuyao.nodescheduler.used_after``), then the name, exactly as
-the ``fgd`` member breaks them.
+Ties go to the node with more GPU in use (``fuyao.nodescheduler.gpu_used_after``), then the
+name, exactly as the ``fgd`` member breaks them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from fuyao.fragmentation import DEFAULT_MIX, ShapeMix
-from fuyao.nodescheduler import used_after
+from fuyao.nodescheduler import gpu_used_after
 from fuyao.spec import TaskRequests
 from hub.fleet import ClusterInfo, Fit, NodeState
 from hub.placement.framework import (
@@ -141,7 +141,7 @@ class Fragmentation:
 
     def _answer(self, node: NodeState, r: TaskRequests) -> NodeAnswer:
         """One node's growth for this request shape, kept while the node is unchanged; ties
-        go to the fuller node (best-fit's score), then the name, as in the ``fgd`` member."""
+        go to the node with more GPU in use, then the name, as in the ``fgd`` member."""
         cpu, memory, gpu_milli, gpu_memory = r.cpu_milli, r.memory_mib, r.gpu_milli, \
             r.gpu_memory_mib
         if not node.schedulable or node.pods < 1 or node.cpu < cpu or node.mem < memory:
@@ -164,7 +164,7 @@ class Fragmentation:
                 models.append(model)
         found = self.mix.best(node.cpu, node.mem, frees, eligible, cpu, memory, gpu_milli)
         answer = None if found is None else (
-            found[0], -used_after(node.info.allocatable, node.used_cpu, node.used_mem, frees, r),
+            found[0], -gpu_used_after(frees, r),
             models[found[1][0]])
         kept[1][key] = answer
         return answer

@@ -23,15 +23,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 import urllib3
+import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.kube_config import new_client_from_config_dict
 
 from fuyao.errors import FuyaoError, InvalidInput, Transient
 from fuyao.inventory import NodeInfo
@@ -58,6 +62,8 @@ from member_agent.backends.kube.convert import (
     raw_labels,
 )
 from member_agent.backends.kube.manifest import TASK_ID_ANNOTATION, pod_manifests
+from member_agent.backends.kube.member import MemberSetup, api_reason
+from member_agent.backends.kube.options import KubeOptions
 
 log = logging.getLogger(__name__)
 CopyKey = tuple[str, int]
@@ -70,20 +76,16 @@ class KubeBackend:
     name = "kube"
 
     def __init__(
-        self,
-        api: client.ApiClient,
-        *,
-        namespace: str = "fuyao-tasks",
-        label_nodes: bool = True,
-        watch_timeout: int = 300,
-        retry_seconds: float = 2.0,
-        finished_pod_ttl: float = 600.0,
+        self, api: client.ApiClient, options: KubeOptions | None = None, **overrides: Any
     ) -> None:
+        opts = replace(options or KubeOptions(), **overrides)
+        self.options = opts
         self._core = client.CoreV1Api(api)
-        self.namespace = namespace
-        self._label_nodes = label_nodes
-        self._watch_timeout = watch_timeout
-        self._retry_seconds = retry_seconds
+        self._member = MemberSetup(api, opts)
+        self.namespace = opts.namespace
+        self._label_nodes = opts.label_nodes
+        self._watch_timeout = opts.watch_timeout
+        self._retry_seconds = opts.retry_seconds
         self._nodes: dict[str, Any] = {}
         self._views: dict[str, NodeInfo] = {}
         self._pods: dict[str, Any] = {}
@@ -98,29 +100,39 @@ class KubeBackend:
         self._threads: list[threading.Thread] = []
         self._watches: list[watch.Watch] = []
         self._patching: dict[str, dict[str, Any]] = {}
-        self._finished_pod_ttl = finished_pod_ttl
+        self._finished_pod_ttl = opts.finished_pod_ttl
+        self._gang_deadline: dict[CopyKey, float] = {}
+        self._placing: set[CopyKey] = set()
+        self._rolling_back: dict[CopyKey, str] = {}
         self._last_pod: dict[CopyKey, Any] = {}   # the last pod of a copy seen deleted
         self._gone_nodes: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod
     def from_kubeconfig(
-        cls, path: Path | None, *, namespace: str, label_nodes: bool = True,
-        finished_pod_ttl: float = 600.0,
+        cls, path: Path | None, options: KubeOptions, *, context: str | None = None
     ) -> KubeBackend:
-        """Client from a kubeconfig file, else in-cluster config, else ``~/.kube/config``."""
+        """Client from a kubeconfig file (``-``: read from stdin, as the hub hands a pushed
+        member's credentials), else in-cluster config, else ``~/.kube/config``."""
         try:
+            if path is not None and str(path) == "-":
+                document = yaml.safe_load(sys.stdin.read())
+                if not isinstance(document, dict):
+                    raise InvalidInput("the kubeconfig read from stdin is not a mapping")
+                api = new_client_from_config_dict(  # type: ignore[no-untyped-call]
+                    document, context=context)
+                return cls(api, options)
             if path is not None:
-                config.load_kube_config(config_file=str(path))  # type: ignore[no-untyped-call]
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=str(path), context=context)
             else:
                 try:
                     config.load_incluster_config()  # type: ignore[no-untyped-call]
                 except config.ConfigException:
                     config.load_kube_config()  # type: ignore[no-untyped-call]
-        except (config.ConfigException, OSError) as exc:
+        except (config.ConfigException, OSError, yaml.YAMLError) as exc:
             raise InvalidInput(f"cannot load Kubernetes credentials: {exc}") from exc
-        return cls(client.ApiClient(), namespace=namespace, label_nodes=label_nodes,
-                   finished_pod_ttl=finished_pod_ttl)
+        return cls(client.ApiClient(), options)
 
     def cluster_labels(self) -> dict[str, str]:
         """None of its own: cluster labels come from ``--cluster-label``."""
@@ -136,7 +148,7 @@ class KubeBackend:
             nodes, node_rv = await asyncio.to_thread(self._list, "nodes")
             pods, pod_rv = await asyncio.to_thread(self._list, "pods")
         except ApiException as exc:
-            raise FuyaoError(f"listing nodes and pods: {_api_reason(exc)}") from exc
+            raise FuyaoError(f"listing nodes and pods: {api_reason(exc)}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Transient(f"cannot reach the Kubernetes API: {exc}") from exc
         self._relist_pods(pods)  # pods first, so the first node views count them
@@ -185,8 +197,15 @@ class KubeBackend:
     async def place(self, command: pb.PlaceTask) -> None:
         """Create the copy's pods; the same id + generation twice is a no-op."""
         key = (command.task_id, command.generation)
-        if key in self._reported or key in self._copy_pods:
+        if key in self._reported or key in self._copy_pods or key in self._placing:
             return
+        self._placing.add(key)
+        try:
+            await self._place(key, command)
+        finally:
+            self._placing.discard(key)
+
+    async def _place(self, key: CopyKey, command: pb.PlaceTask) -> None:
         newest = max((g for t, g in self._all_keys() if t == command.task_id), default=0)
         if newest > command.generation:
             self._report(key, Phase.CANCELLED, reason=f"stale: generation {newest} already placed")
@@ -194,12 +213,19 @@ class KubeBackend:
         await self.cancel(command.task_id, command.generation - 1,
                           f"superseded by generation {command.generation}")
         try:
+            await self._member.namespace()
+            priority_class = await self._member.priority_class(command.workload.priority)
             manifests = pod_manifests(
                 command, self.namespace, selector=parse_selector(command.workload.selector),
-                node_values=self._node_values(),
+                node_values=self._node_values(), options=self.options,
+                priority_class=priority_class,
             )
+            await self._member.pod_group(command)
         except FuyaoError as exc:
             self._report(key, Phase.FAILED, reason=exc.message)
+            return
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._report(key, Phase.FAILED, reason=f"cannot reach the Kubernetes API: {exc}")
             return
         self._report(key, Phase.ACCEPTED)
         for manifest in manifests:
@@ -212,7 +238,7 @@ class KubeBackend:
             except ApiException as exc:
                 if exc.status == 409:
                     continue  # created before an agent restart: idempotent
-                self._report(key, Phase.FAILED, reason=f"creating pod: {_api_reason(exc)}")
+                self._report(key, Phase.FAILED, reason=f"creating pod: {api_reason(exc)}")
                 await self._delete_pods(key)
                 return
 
@@ -306,7 +332,7 @@ class KubeBackend:
             if node is None:
                 continue
             pods = [self._pods[k] for k in self._pods_on.get(name, ())]
-            view = node_info(node, pods)
+            view = node_info(node, pods, self.options.gpu_cores_resource)
             if self._views.get(name) != view:
                 self._views[name] = view
                 changed.append(view)
@@ -321,15 +347,24 @@ class KubeBackend:
         if not pods:
             self._copy_pods.pop(key, None)
             last = self._last_pod.pop(key, None)
-            if key in self._cancelling:
+            self._gang_deadline.pop(key, None)
+            if key in self._rolling_back:
+                self._report(key, Phase.UNSCHEDULABLE, reason=self._rolling_back.pop(key))
+            elif key in self._cancelling:
                 self._finish_cancel(key)
             elif previous is not None and not previous.phase.terminal:
                 self._vanished(key, previous, last)
             return
-        if key in self._cancelling or (previous is not None and previous.phase.terminal):
+        if key in self._cancelling or key in self._rolling_back or (
+                previous is not None and previous.phase.terminal):
             return  # our own deletion in progress, or already decided
         replicas = int(pods[0].metadata.labels.get(REPLICAS_LABEL, "1"))
         phase, node, reason = copy_phase(pods, replicas)
+        if replicas > 1 and self.options.gang == "agent":
+            if phase in (Phase.ACCEPTED, Phase.UNSCHEDULABLE):
+                self._gang_deadline.setdefault(key, time.monotonic() + self.options.gang_timeout)
+            else:
+                self._gang_deadline.pop(key, None)
         if previous is not None and (previous.phase, previous.node) == (phase, node):
             return
         if phase is Phase.RUNNING and (previous is None or previous.phase is not Phase.BOUND):
@@ -373,14 +408,35 @@ class KubeBackend:
     # --- finished pods ------------------------------------------------------------------
 
     async def _sweep_loop(self) -> None:
-        """Delete the pods of finished copies once ``finished_pod_ttl`` has passed."""
-        period = min(30.0, max(0.05, self._finished_pod_ttl / 4))
+        """Roll back gangs past their timeout; delete finished copies' pods after the TTL."""
+        period = max(0.05, min(1.0, self._finished_pod_ttl / 4, self.options.gang_timeout / 4))
         while True:
             await asyncio.sleep(period)
             try:
+                await self.roll_back_gangs()
                 await self.sweep_finished()
             except Exception:
-                log.exception("cleaning up finished pods failed")
+                log.exception("sweeping gangs and finished pods failed")
+
+    async def roll_back_gangs(self) -> None:
+        """All or nothing: a gang not wholly bound by its deadline loses every replica and
+        is reported Unschedulable with the scheduler's messages, so the hub spills over."""
+        now = time.monotonic()
+        for key in sorted(k for k, at in self._gang_deadline.items() if at <= now):
+            del self._gang_deadline[key]
+            pods = [self._pods[k] for k in sorted(self._copy_pods.get(key, ()))]
+            if not pods or key in self._cancelling:
+                continue
+            replicas = int(pods[0].metadata.labels.get(REPLICAS_LABEL, "1"))
+            bound = sum(1 for p in pods if _node_of(p))
+            messages = sorted({c.message for p in pods for c in (
+                (p.status.conditions or []) if p.status else [])
+                if c.type == "PodScheduled" and c.status == "False" and c.message})
+            why = "; ".join(messages) or "no scheduler message"
+            self._rolling_back[key] = (
+                f"gang of {replicas}: {bound} of {replicas} replicas bound within "
+                f"{self.options.gang_timeout:g}s, all rolled back: {why}")
+            await self._delete_pods(key)
 
     async def sweep_finished(self) -> None:
         """Delete the pods of copies that finished more than ``finished_pod_ttl`` ago.
@@ -398,10 +454,13 @@ class KubeBackend:
         for pod_key in sorted(self._copy_pods.get(key, set())):
             namespace, name = pod_key.split("/", 1)
             try:
-                await asyncio.to_thread(self._core.delete_namespaced_pod, name, namespace)
+                # Options in the body: a real API server takes the grace period from there.
+                await asyncio.to_thread(self._core.delete_namespaced_pod, name, namespace,
+                                        body=client.V1DeleteOptions(
+                                            propagation_policy="Background"))
             except ApiException as exc:
                 if exc.status != 404:
-                    log.warning("deleting pod %s failed: %s", pod_key, _api_reason(exc))
+                    log.warning("deleting pod %s failed: %s", pod_key, api_reason(exc))
 
     def _maybe_label(self, node: Any, view: NodeInfo) -> None:
         """Patch the derived ``fuyao.io/*`` labels onto the node if they differ."""
@@ -430,7 +489,7 @@ class KubeBackend:
             await asyncio.to_thread(self._core.patch_node, name, body)
         except ApiException as exc:
             log.warning("labelling node %s failed (%s); not labelling nodes any more",
-                        name, _api_reason(exc))
+                        name, api_reason(exc))
             self._label_nodes = False
         finally:
             if self._patching.get(name) is body:
@@ -482,7 +541,7 @@ class KubeBackend:
             except ApiException as exc:
                 if self._stopping.is_set():
                     return
-                log.warning("watching %s: %s; listing again", kind, _api_reason(exc))
+                log.warning("watching %s: %s; listing again", kind, api_reason(exc))
                 rv = None
                 if exc.status != 410:
                     self._stopping.wait(self._retry_seconds)
@@ -509,7 +568,3 @@ def _copy_key(pod: Any, namespace: str) -> CopyKey | None:
     if not task_id or not generation.isdigit():
         return None
     return task_id, int(generation)
-
-
-def _api_reason(exc: ApiException) -> str:
-    return f"{exc.status} {exc.reason}".strip()

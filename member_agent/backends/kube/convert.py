@@ -5,7 +5,8 @@ Nodes are normalized by ``fuyao.labels.normalize_node`` (through ``build_node``)
 the sim backend does. Free resources are allocatable minus the requests of the node's pods
 that still hold resources (not Succeeded/Failed), counted the way kube-scheduler counts them:
 per pod, the larger of the sum of its containers and its largest init container. Kubernetes
-does not say which GPU a pod holds, so used devices are marked from the first one on.
+does not say which GPU a pod holds, so used devices are filled first-fit; shared cards
+(time-slicing, HAMi) count the share each pod takes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "fuyao-agent"
 DERIVED_ANNOTATION = "fuyao.io/derived-labels"
 DEVICE_RESOURCES = (GPU_RESOURCE, *NPU_RESOURCES)
+TIME_SLICING_REPLICAS = "nvidia.com/gpu.replicas"   # GPU Feature Discovery, time-slicing
 _DONE = ("Succeeded", "Failed")
 
 
@@ -85,13 +87,25 @@ def pod_requests(pod: Any) -> dict[str, int]:
     return total
 
 
-def node_info(node: Any, pods: Iterable[Any]) -> NodeInfo:
-    """A ``V1Node`` and the pods bound to it -> the node as the hub sees it."""
+def node_info(node: Any, pods: Iterable[Any], cores_resource: str = "") -> NodeInfo:
+    """A ``V1Node`` and the pods bound to it -> the node as the hub sees it.
+
+    GPU sharing is counted per card: with time-slicing (GFD label ``nvidia.com/gpu.replicas``
+    R > 1) the node advertises R x its cards as ``nvidia.com/gpu`` and each one a pod takes
+    is 1/R of a card; with HAMi-style sharing (``cores_resource``, e.g.
+    ``nvidia.com/gpucores``, in percent) a pod takes that share of each card it asks for.
+    """
     name = node.metadata.name
     allocatable = _str_map(node.status.allocatable if node.status else None)
+    labels = raw_labels(node)
+    slices = _replicas(labels)
+    if slices > 1 and GPU_RESOURCE in allocatable:
+        cards = parse_count(allocatable[GPU_RESOURCE], what=GPU_RESOURCE) // slices
+        allocatable[GPU_RESOURCE] = str(cards)
     unschedulable = bool(node.spec and node.spec.unschedulable) or not is_ready(node)
-    base = build_node(name, raw_labels(node), allocatable, unschedulable=unschedulable)
-    cpu = memory = count = devices_used = 0
+    base = build_node(name, labels, allocatable, unschedulable=unschedulable)
+    cpu = memory = count = 0
+    shares: list[int] = []   # milli-cards each pod takes, one entry per card
     for pod in pods:
         if not holds_resources(pod):
             continue
@@ -99,21 +113,52 @@ def node_info(node: Any, pods: Iterable[Any]) -> NodeInfo:
         cpu += requests["cpu"]
         memory += requests["memory"]
         count += 1
-        devices_used += sum(requests[r] for r in DEVICE_RESOURCES)
+        shares += [1000] * sum(requests[r] for r in NPU_RESOURCES)
+        gpus = requests[GPU_RESOURCE]
+        if slices > 1:
+            shares += [1000 // slices] * gpus
+        else:
+            percent = _limit(pod, cores_resource) if cores_resource else 0
+            shares += [min(1000, percent * 10) if percent else 1000] * gpus
     alloc = base.allocatable
     free = ResourceAmounts(
         cpu_milli=alloc.cpu_milli - cpu, memory_mib=alloc.memory_mib - memory,
         pods=alloc.pods - count,
     )
-    devices = tuple(
-        _taken(device) if index < devices_used else device
-        for index, device in enumerate(base.devices)
-    )
-    return replace(base, free=free, devices=devices)
+    return replace(base, free=free, devices=_take(base.devices, shares))
 
 
-def _taken(device: DeviceInfo) -> DeviceInfo:
-    return replace(device, free_milli=0, free_memory_mib=0)
+def _replicas(labels: Mapping[str, str]) -> int:
+    text = labels.get(TIME_SLICING_REPLICAS, "1")
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def _limit(pod: Any, resource: str) -> int:
+    """The largest whole-number limit of ``resource`` among the pod's containers."""
+    best = 0
+    for container in pod.spec.containers or []:
+        limits = _str_map(container.resources.limits if container.resources else None)
+        if resource in limits:
+            best = max(best, parse_count(limits[resource], what=resource))
+    return best
+
+
+def _take(devices: tuple[DeviceInfo, ...], shares: list[int]) -> tuple[DeviceInfo, ...]:
+    """Devices with ``shares`` taken, largest first, each on the first card it fits.
+
+    Kubernetes does not say which card a pod holds; first fit is what device plugins do.
+    """
+    free = [d.free_milli for d in devices]
+    for share in sorted(shares, reverse=True):
+        index = next((i for i, f in enumerate(free) if f >= share), None)
+        if index is None:
+            index = max(range(len(free)), key=lambda i: free[i], default=None)
+        if index is None:
+            break
+        free[index] = max(0, free[index] - share)
+    return tuple(
+        replace(d, free_milli=f, free_memory_mib=d.memory_mib * f // 1000) if f != d.free_milli
+        else d for d, f in zip(devices, free, strict=True))
 
 
 def copy_phase(pods: list[Any], replicas: int) -> tuple[Phase, str, str]:

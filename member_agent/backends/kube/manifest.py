@@ -6,11 +6,17 @@ generation and replica count so the agent can find its copies again after a rest
 
 Node affinity translates each selector requirement: ``=``/``in`` -> ``In``, ``!=``/``notin``
 -> ``NotIn``, ``exists`` -> ``Exists``, ``!key`` -> ``DoesNotExist``; ordered comparisons on
-``gpu-count`` -> ``Gt``/``Lt``; ordered comparisons on ``gpu-model``/``npu-model`` -> ``In``
-the catalog models that satisfy them (so ``>= A100`` keeps matching H100 nodes added later);
-any other ordered comparison -> ``In`` the values present on the member's nodes that satisfy
-it. The ``fuyao.io/*`` keys are the agent's derived labels, which the kube backend writes onto
-the nodes (see ``KubeBackend``), so the member's own scheduler can enforce them.
+``gpu-count`` -> ``Gt``/``Lt``; any other ordered comparison (catalog ranks on
+``gpu-model``/``npu-model`` included) -> ``In`` the values present on the member's nodes that
+satisfy it (``>= A100`` on a member with A100 and V100 nodes -> ``In [A100]``; the catalog's
+models when the member reports none yet). Requirements on one key merge into one ``In``. The
+``fuyao.io/*`` keys are the agent's derived labels, which the kube backend writes onto the
+nodes (see ``KubeBackend``), so the member's own scheduler can enforce them.
+
+Accelerators go in ``limits`` (requests equal), whole cards; with HAMi-style sharing
+configured, a share asks for one card plus the cores (percent) and memory resources. A
+multi-replica copy joins a gang scheduler's PodGroup when one is configured (``pod_group``);
+the task's priority maps to the PriorityClass ``fuyao-priority-<n>``.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ from member_agent.backends.kube.convert import (
     REPLICAS_LABEL,
     TASK_ID_LABEL,
 )
+from member_agent.backends.kube.options import KubeOptions
 
 TASK_ID_ANNOTATION = "fuyao.io/task-id"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 REPLICA_LABEL = "fuyao.io/replica"
 NO_MATCH = "fuyao-no-node-matches"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -59,31 +68,21 @@ def pod_manifests(
     selector: Selector,
     node_values: Mapping[str, Collection[str]] | None = None,
     catalog: Catalog = DEFAULT_CATALOG,
+    options: KubeOptions | None = None,
+    priority_class: str | None = None,
 ) -> list[dict[str, Any]]:
     """One Pod manifest per replica of the copy."""
+    opts = options or KubeOptions()
     workload = command.workload
     replicas = max(1, workload.replicas)
-    requests: dict[str, str] = {
-        "cpu": f"{workload.cpu_milli}m",
-        "memory": f"{workload.memory_mib}Mi",
-    }
-    limits: dict[str, str] = {}
-    tolerations: list[dict[str, str]] = []
-    if workload.gpu_milli > 0:
-        # Stock device plugins hand out whole cards: a share still takes one card here.
-        cards = str(max(1, workload.gpu_milli // 1000))
-        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = cards
-        tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-    container: dict[str, Any] = {
-        "name": "task",
-        "image": workload.image or "busybox:1.36",
-        "resources": {"requests": requests, **({"limits": limits} if limits else {})},
-    }
-    if workload.command:
-        container["command"] = list(workload.command)
-    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
-    if tolerations:
-        spec["tolerations"] = tolerations
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [_container(workload, opts)]}
+    if opts.scheduler_name:
+        spec["schedulerName"] = opts.scheduler_name
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if workload.gpu_milli > 0 and opts.gpu_tolerations:
+        spec["tolerations"] = [{"key": key, "operator": "Exists", "effect": "NoSchedule"}
+                               for key in opts.gpu_tolerations]
     affinity = node_affinity(selector, node_values or {}, catalog)
     if affinity is not None:
         spec["affinity"] = {"nodeAffinity": affinity}
@@ -99,6 +98,11 @@ def pod_manifests(
         "fuyao.io/priority": str(workload.priority),
         "fuyao.io/selector": selector_text(selector),
     }
+    group = workload_name(command.task_id, command.generation)
+    if replicas > 1 and opts.gang == "coscheduling":
+        labels[COSCHEDULING_LABEL] = group
+    elif replicas > 1 and opts.gang == "volcano":
+        annotations[VOLCANO_ANNOTATION] = group
     return [
         {
             "apiVersion": "v1",
@@ -113,6 +117,49 @@ def pod_manifests(
         }
         for replica in range(replicas)
     ]
+
+
+def _container(workload: pb.TaskWorkload, opts: KubeOptions) -> dict[str, Any]:
+    """The task's container: cpu/memory requests; accelerators in limits (requests equal),
+    whole numbers, as the API server demands of extended resources."""
+    requests: dict[str, str] = {"cpu": f"{workload.cpu_milli}m",
+                                "memory": f"{workload.memory_mib}Mi"}
+    limits: dict[str, str] = {}
+    if workload.gpu_milli > 0:
+        limits[GPU_RESOURCE] = str(max(1, workload.gpu_milli // 1000))
+        if workload.gpu_milli < 1000 and opts.sharing:
+            # HAMi-style sharing: one card, a slice of its memory and compute.
+            limits[opts.gpu_cores_resource] = str(max(1, workload.gpu_milli // 10))
+            if workload.gpu_memory_mib:
+                limits[opts.gpu_memory_resource] = str(workload.gpu_memory_mib)
+        requests.update(limits)
+    container: dict[str, Any] = {
+        "name": "task",
+        "image": workload.image or "busybox:1.36",
+        "resources": {"requests": requests, **({"limits": limits} if limits else {})},
+    }
+    if workload.command:
+        container["command"] = list(workload.command)
+    return container
+
+
+def pod_group(command: pb.PlaceTask, namespace: str, opts: KubeOptions) -> dict[str, Any]:
+    """The gang scheduler's PodGroup for a multi-replica copy (Volcano or coscheduling)."""
+    replicas = max(1, command.workload.replicas)
+    name = workload_name(command.task_id, command.generation)
+    meta = {"name": name, "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, GENERATION_LABEL: str(command.generation)}}
+    if opts.gang == "volcano":
+        return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": meta, "spec": {"minMember": replicas}}
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": meta,
+            "spec": {"minMember": replicas,
+                     "scheduleTimeoutSeconds": max(1, int(opts.gang_timeout))}}
+
+
+def priority_class_name(priority: int) -> str:
+    """``fuyao-priority-<n>`` (``m<n>`` for negative priorities)."""
+    return f"fuyao-priority-{priority}" if priority >= 0 else f"fuyao-priority-m{-priority}"
 
 
 def node_affinity(
@@ -180,8 +227,8 @@ def _expressions(
             out.append({"key": key, "operator": "Lt", "values": [str(high + 1)]})
         return out
     candidates = set(node_values.get(key, ()))
-    if key in (GPU_MODEL, NPU_MODEL):
-        candidates |= {m.name for m in catalog.models}
+    if key in (GPU_MODEL, NPU_MODEL) and not candidates:
+        candidates = {m.name for m in catalog.models}
     satisfied = sorted(v for v in candidates if req.matches({key: v}))
     return [{"key": key, "operator": "In", "values": satisfied or [NO_MATCH]}]
 

@@ -80,6 +80,7 @@ def requests_of(workload: pb.TaskWorkload) -> TaskRequests:
         "memory_mib": workload.memory_mib,
         "gpu_milli": workload.gpu_milli,
         "gpu_memory_mib": workload.gpu_memory_mib,
+        "gpu_mem_mib": workload.gpu_mem_mib,
     }
     for key, value in values.items():
         if value < 0:
