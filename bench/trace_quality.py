@@ -219,6 +219,31 @@ def render(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def markdown(out: dict[str, Any]) -> str:
+    """The run as markdown tables (what docs/benchmarks.md holds)."""
+    points = out["points"]
+    head = "".join(f" {p}% |" for p in points)
+    rule = "---|" * len(points)
+    lines = [f"`{out['pods']}`: {out['nodes']} nodes, {out['gpus']} GPUs, seeds "
+             f"{_seeds(out['seeds'])}; GPU allocation % at arrived workload %", "",
+             f"| | K | policy | members | split |{head} sd | frag % | no-cluster | / BestFit "
+             f"| / FGD |", f"|---|---|---|---|---|{rule}---|---|---|---|---|"]
+    for name, by in out["fgd_single_pool"].items():
+        lines.append(f"| FGD paper | 1 | {name} | - | - |"
+                     + "".join(f" {_md(by.get(str(p)))} |" for p in points) + " | | | | |")
+    for r in out["runs"]:
+        lines.append(
+            f"| this | {r['clusters']} | {r['policy']} | {r['member_policy']} | {r['split']} |"
+            + "".join(f" {_md(r['alloc_pct'][str(p)])} |" for p in points)
+            + f" {_md(r[f'alloc_{points[-1]}_sd'])} | {_md(r['fragmentation_pct'])} |"
+            + f" {r['no_cluster']:.0f} | {_ratio(r['vs_BestFit'])} | {_ratio(r['vs_FGD'])} |")
+    return "\n".join(lines)
+
+
+def _md(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _cell(value: float | None) -> str:
     return f"{'-':>8}" if value is None else f"{value:>8.2f}"
 
@@ -284,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"CI size: the first {QUICK_NODES} nodes; seed 42, K=1,4 unless given")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
+    parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     args = parser.parse_args(argv)
     args.nodes = args.nodes or str(args.traces / NODES)
     args.pods = args.pods or str(args.traces / PODS)
@@ -300,7 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FuyaoError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
-    print(json.dumps(out, indent=2) if args.json else render(out))
+    print(json.dumps(out, indent=2) if args.json else markdown(out) if args.markdown
+          else render(out))
     return 0
 
 

@@ -5,7 +5,8 @@ Starts ``fuyao-hub serve`` (default ports 8848/8849/8851 when free), joins ``gpu
 join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), submits the
 example tasks with ``fuyaoctl task submit``, waits for them to settle, and prints
 ``fuyaoctl cluster list``, ``task list``, ``capacity``, ``capacity fit`` and ``capacity n-1``,
-and the web view's URL. ``--keep`` leaves it running.
+a ``simulate`` what-if on the live fleet and queue, and the web view's URL. ``--keep``
+leaves it running.
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ def main() -> int:
         fuyaoctl(stack.url, "capacity")
         fuyaoctl(stack.url, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
         fuyaoctl(stack.url, "capacity", "n-1")
+        # what if gpu-east got one 16-GPU H100 node: would the queue (too-big) be placed?
+        fuyaoctl(stack.url, "simulate", "--from-hub", "--queue", "--arrival", "10",
+                 "--add-nodes", "cluster=gpu-east,model=H100,count=1,gpus=16,cpu=192,"
+                 "memory=2Ti")
         fuyaoctl(stack.url, "cluster", "list")
         print(f"\nWeb view: {stack.url}/ui", flush=True)
         if args.keep:

@@ -61,3 +61,22 @@ def test_cli_reports_a_bad_node_list_and_exits_2(
                                "--pods", str(files["pods"]), "--fgd", str(files["fgd"])])
     assert code == 2
     assert "rows 50:52 out of range" in capsys.readouterr().err
+
+
+def test_sharing_mix_turns_whole_gpu_pods_into_the_lists_own_shares() -> None:
+    import sharing_mix
+
+    text = pods_csv(100)
+    heavy = sharing_mix.sharing_heavy(text, 0.5, seed=1)
+    assert heavy == sharing_mix.sharing_heavy(text, 0.5, seed=1)        # seeded
+    assert heavy != sharing_mix.sharing_heavy(text, 0.5, seed=2)
+    before = [line.split(",") for line in text.splitlines()[1:]]
+    after = [line.split(",") for line in heavy.splitlines()[1:]]
+    whole = [i for i, r in enumerate(before) if r[3] == "1" and r[4] == "1000"]
+    changed = [i for i in whole if after[i][4] != "1000"]
+    assert len(changed) == round(0.5 * len(whole))
+    shares = {r[4] for r in before if r[3] == "1" and r[4] != "1000"}
+    assert {after[i][4] for i in changed} <= shares
+    assert [r[0] for r in after] == [r[0] for r in before]              # names kept
+    untouched = [i for i in range(len(before)) if i not in changed]
+    assert all(after[i] == before[i] for i in untouched)
