@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -124,6 +124,11 @@ class TaskRequests:
 Quantity = str | int | float
 
 
+FailoverPolicy = Literal["restart-elsewhere", "never"]
+FAILOVER_RESTART: FailoverPolicy = "restart-elsewhere"
+FAILOVER_NEVER: FailoverPolicy = "never"
+
+
 class ClusterPreference(BaseModel):
     """A preferred set of clusters (a selector over cluster labels) and its weight."""
 
@@ -159,6 +164,11 @@ class TaskSpec(BaseModel):
         default=None, description="sim members: how long it runs (30s, 5m); none = until cancelled"
     )
     labels: dict[str, str] = Field(default_factory=dict)
+    failover: FailoverPolicy = Field(
+        default=FAILOVER_RESTART,
+        description="when its cluster is lost: re-place it (after the member stopped it) "
+                    "or leave it running there",
+    )
     profile: str | None = Field(default=None, description="ComputeProfile it is built from")
     profile_version: int | None = Field(
         default=None, ge=1, description="set by the hub: the version of ``profile`` applied")
@@ -359,6 +369,9 @@ class TaskView(BaseModel):
     )
     scores: list[ClusterScore] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    eviction_rate: float | None = Field(
+        default=None, description="failover: at most this many tasks/s re-placed per lost cluster"
+    )
     queue_position: int | None = Field(
         default=None, description="when Queued: 1 = next of its queue to be tried")
     held_by: str | None = Field(

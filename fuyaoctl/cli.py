@@ -159,6 +159,8 @@ def task() -> None:
 @click.option("--priority", type=int, help="Priority; higher is placed first.")
 @click.option("--replicas", type=int, help="Number of replicas.")
 @click.option("--duration", help="Run time on sim members: 30s, 5m.")
+@click.option("--failover", type=click.Choice(["restart-elsewhere", "never"]),
+              help="When its cluster is lost: re-place it (default) or leave it running.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=pairs,
               help="Task label; repeatable.")
 @click.option("--profile", metavar="NAME", help="ComputeProfile to build the task from.")

@@ -161,10 +161,36 @@ class LocalStack:
         argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
                 f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
                 str(token_file), *tls, "--state-dir", str(self.home / f"agent-{name}"),
-                "--backend", "sim", "--fleet", str(fleet), *self.agent_args, *(extra or [])]
+                "--backend", "sim", "--fleet", str(fleet), "--member-log",
+                str(self.copy_log(name)), "--member-orphan-timeout", "300",
+                *self.agent_args, *(extra or [])]
         proc = self._spawn(f"agent-{name}", argv)
         self.agents[name] = proc
         return proc
+
+    def copy_log(self, name: str) -> Path:
+        """Where the member of ``name`` logs every copy start and stop (JSON lines)."""
+        return self.home / "logs" / f"copies-{name}.jsonl"
+
+    def member_pid(self, name: str) -> int | None:
+        """The pid of the sim member process of ``name`` (it outlives its agent), if any."""
+        try:
+            text = (self.home / f"agent-{name}" / "member.lock").read_text().strip()
+            pid = int(text)
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    def stop_member(self, name: str, timeout: float = 15.0) -> None:
+        """Stop the member cluster itself (SIGTERM), as if the cluster went away."""
+        pid = self.member_pid(name)
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while self.member_pid(name) == pid and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def join_and_start(self, name: str, fleet: Path | str, **join: object) -> Proc:
         """Join a cluster and start its agent: the whole join flow."""
@@ -191,6 +217,8 @@ class LocalStack:
         """Stop every agent, then the hub."""
         for proc in self.agents.values():
             proc.stop()
+        for name in self.agents:
+            self.stop_member(name)
         self.stop_hub()
 
     def __enter__(self) -> LocalStack:

@@ -166,6 +166,7 @@ class Renderer:
             "Requests": f"{requests} (per replica) x {spec.replicas}",
             "Selector": spec.effective_selector(), "Duration": spec.duration,
             "Labels": _pairs(spec.labels),
+            "Failover": _failover(view),
         })]
         if view.state is TaskState.QUEUED:
             parts += ["", "Why not placed:", _indent(_reasons(view.reasons))]
@@ -433,3 +434,12 @@ def _duration(seconds: float) -> str:
 def _clock(moment: datetime) -> str:
     return _utc(moment).strftime("%m-%d %H:%M:%S")
 
+
+
+def _failover(view: TaskView) -> str:
+    """The task's failover policy and the hub's eviction rate limit."""
+    if view.spec.failover == "never":
+        return "never (keeps running through a partition; never re-placed automatically)"
+    rate = f", at most {view.eviction_rate:g} tasks/s per lost cluster" \
+        if view.eviction_rate else ""
+    return f"restart-elsewhere (re-placed once its cluster's lease expired{rate})"

@@ -130,7 +130,7 @@ def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
         selector=member_selector(task.spec.effective_selector(), model,
                                  req.gpu_milli or req.gpu_mem_mib),
         replicas=task.spec.replicas, duration_seconds=task.spec.duration_seconds(),
-        priority=task.priority,
+        priority=task.priority, failover=task.spec.failover,
     )
 
 

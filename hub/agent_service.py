@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -90,7 +91,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             return
         # Initial metadata tells the agent it was accepted; it writes nothing before it (a
         # write racing a refusal would turn UNAUTHENTICATED into INTERNAL, grpc/grpc#36066).
-        await context.send_initial_metadata((("fuyao-cluster", cluster),))
+        # The agent renews its member's lease from when it opened this stream: count that
+        # as news, so the hub's failover deadline stays behind the member's lease.
+        self.hub.clusters.get(cluster).last_seen = time.monotonic()
+        lease = self.hub.config.timings.member_lease
+        await context.send_initial_metadata((("fuyao-cluster", cluster),
+                                             ("fuyao-lease-seconds", repr(lease))))
         session = self.hub.sessions.open(cluster)
         log.info("cluster %s: agent stream open", cluster)
         reader = asyncio.create_task(self._read(session, request_iterator))
@@ -178,6 +184,10 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             hub.fleet.apply_delta(cluster, [node_from_proto(n) for n in delta.upserted],
                                   list(delta.removed))
             hub.placement.poke()
+        elif kind == "heartbeat":
+            session.send(pb.HubMessage(ack=pb.HeartbeatAck(
+                sent_unix_ms=msg.heartbeat.sent_unix_ms,
+                lease_seconds=hub.config.timings.member_lease)))
         elif kind == "task":
             send_all(hub.sessions, await hub.tasks.report(cluster, msg.task))
             if msg.task.phase in (pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED,

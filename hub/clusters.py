@@ -217,6 +217,8 @@ class ClusterManager:
                 entry.state == ClusterState.NOT_READY
                 and entry.not_ready_since is not None
                 and now - entry.not_ready_since > timings.eviction_timeout
+                # Fencing: by now the member has stopped its restartable copies itself.
+                and silent > timings.member_lease + timings.failover_margin
             ):
                 due.append(name)
         return due

@@ -32,6 +32,9 @@ class Timings:
     unschedulable_timeout: float = 60.0  # member says Unschedulable this long: re-place elsewhere
     placement_interval: float = 1.0   # placement cycle at least this often
     monitor_interval: float = 1.0     # health monitor tick
+    member_lease: float = 30.0        # members stop restartable copies this long after news
+    failover_margin: float = 10.0     # re-place only after member_lease + this of silence
+    eviction_rate: float = 1000.0     # tasks/s re-placed per lost cluster (a rate, not seconds)
     capacity_sample_interval: float = 60.0   # capacity history: one sample this often
     capacity_raw_retention: float = 6 * 3600.0   # samples kept as taken this long...
     capacity_bucket: float = 600.0           # ...then averaged into buckets this wide
@@ -94,4 +97,7 @@ def load_config_file(path: Path, base: HubConfig) -> HubConfig:
         if not isinstance(raw, dict) or set(raw) - known:
             raise InvalidInput(f"config file {path}: timings keys must be among {sorted(known)}")
         timings = replace(timings, **{k: parse_duration(v) for k, v in raw.items()})
+        if min(timings.member_lease, timings.eviction_rate) <= 0 or timings.failover_margin < 0:
+            raise InvalidInput(f"config file {path}: member_lease and eviction_rate must be "
+                               "positive, failover_margin not negative")
     return replace(base, timings=timings, **data)

@@ -251,6 +251,7 @@ class Hub:
             message=rec.message, spec=TaskSpec.model_validate(rec.spec),
             created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
             scores=[ClusterScore.model_validate(s) for s in rec.scores],
+            eviction_rate=self.config.timings.eviction_rate,
             queue_position=hold["position"] if hold else None,
             held_by=hold["held_by"] if hold else None,
         )

@@ -23,6 +23,7 @@ from hub.activetask import ActiveTask, Command
 from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
+from hub.failover import Evictor
 from hub.metrics import Metrics
 from hub.placement import memshare
 from hub.placement.result import PlacementResult
@@ -145,6 +146,7 @@ class Monitor:
         self.sessions = sessions
         self.placement = placement
         self.timings = timings
+        self.evictor = Evictor(tasks, timings.eviction_rate, timings.monitor_interval)
         self._last_save = time.monotonic()
 
     async def run(self) -> None:
@@ -159,13 +161,10 @@ class Monitor:
     async def tick(self) -> None:
         """Advance health states; fail over and spill over what is due."""
         commands: list[Command] = []
-        for cluster in await self.clusters.tick():
-            moved = self.tasks.on_cluster(cluster)
-            if moved:
-                log.warning("cluster %s NotReady past eviction timeout: failing over %d tasks",
-                            cluster, len(moved))
-                commands += await self.tasks.requeue_cluster(
-                    cluster, f"cluster {cluster} is NotReady: failing over")
+        lost = await self.clusters.tick()
+        self.evictor.forget_except(set(lost))
+        for cluster in lost:
+            commands += await self.evictor.evict(cluster)
         for task in self.tasks.stuck_unschedulable(self.timings.unschedulable_timeout):
             cluster = task.cluster or "?"
             commands += await self.tasks.requeue(

@@ -22,6 +22,7 @@ from fuyao.spec import check_labels, check_name
 from member_agent.backends.base import Backend
 from member_agent.backends.kube.options import DEFAULT_TOLERATIONS, GANG_MODES, KubeOptions
 from member_agent.connection import Agent, AgentConfig
+from member_agent.simcli import member_backend, sim_member_command
 from member_agent.state import default_state_dir
 
 log = logging.getLogger("member_agent")
@@ -36,6 +37,10 @@ def build_backend(
     kubeconfig: Path | None,
     kube: KubeOptions | None = None,
     context: str | None = None,
+    state_dir: Path | None = None,
+    cluster: str = "",
+    member_log: Path | None = None,
+    member_orphan_timeout: float = 0.0,
 ) -> Backend:
     """The chosen backend, its inputs validated (raises ``InvalidInput``)."""
     if backend == "sim":
@@ -46,7 +51,11 @@ def build_backend(
             raise InvalidInput("--backend sim needs --fleet FILE.yaml or FILE.csv[:START:COUNT]")
         if time_scale <= 0:
             raise InvalidInput(f"--time-scale {time_scale} must be positive")
-        return SimBackend(load_fleet(fleet), time_scale=time_scale, policy=policy)
+        if state_dir is None:     # in-process member: its copies die with the agent
+            return SimBackend(load_fleet(fleet), time_scale=time_scale, policy=policy)
+        return member_backend(state_dir=state_dir, cluster=cluster, fleet=fleet,
+                              time_scale=time_scale, policy=policy, member_log=member_log,
+                              orphan_timeout=member_orphan_timeout)
     from member_agent.backends.kube import KubeBackend
 
     return KubeBackend.from_kubeconfig(kubeconfig, kube or KubeOptions(), context=context)
@@ -112,6 +121,10 @@ async def _run_until_signalled(agent: Agent) -> None:
               help="sim: multiply task durations by this (0.01 = 100x faster).")
 @click.option("--sim-policy", type=click.Choice([p.value for p in Policy]),
               default=Policy.BEST_FIT.value, show_default=True, help="sim: node scoring.")
+@click.option("--member-log", type=click.Path(path_type=Path, dir_okay=False),
+              help="sim: the member appends one JSON line per copy start/stop here.")
+@click.option("--member-orphan-timeout", type=float, default=0.0, show_default=True,
+              help="sim: the member process stops after this long without an agent (0: never).")
 @click.option("--ca-cert", type=click.Path(path_type=Path), help="Hub CA cert (enables TLS).")
 @click.option("--cluster-label", "cluster_labels", multiple=True, help="KEY=VALUE sent in Hello.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
@@ -138,6 +151,8 @@ def command(
     heartbeat_interval: float,
     time_scale: float,
     sim_policy: str,
+    member_log: Path | None,
+    member_orphan_timeout: float,
     ca_cert: Path | None,
     cluster_labels: tuple[str, ...],
     log_level: str,
@@ -153,10 +168,11 @@ def command(
             raise InvalidInput(str(exc)) from exc
         if heartbeat_interval <= 0:
             raise InvalidInput(f"--heartbeat-interval {heartbeat_interval} must be positive")
+        state_dir = state_dir or default_state_dir(cluster, token_file)
         config = AgentConfig(
             hub=hub,
             cluster=cluster,
-            state_dir=state_dir or default_state_dir(cluster, token_file),
+            state_dir=state_dir,
             token_file=token_file,
             heartbeat_interval=heartbeat_interval,
             ca_cert=ca_cert,
@@ -176,6 +192,10 @@ def command(
                 priority_classes=priority_classes, gang=gang_mode, gang_timeout=gang_timeout,
                 gpu_memory_resource=gpu_memory_resource, gpu_cores_resource=gpu_cores_resource,
             ) if backend == "kube" else None,
+            state_dir=state_dir,
+            cluster=cluster,
+            member_log=member_log,
+            member_orphan_timeout=member_orphan_timeout,
         )
         asyncio.run(_run_until_signalled(Agent(config, chosen)))
     except FuyaoError as exc:
@@ -184,5 +204,12 @@ def command(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    command()
+    """Console-script entry point: ``fuyao-agent [sim-member] ...``."""
+    if sys.argv[1:2] == ["sim-member"]:
+        sim_member_command(sys.argv[2:])
+    else:
+        command()
+
+
+if __name__ == "__main__":
+    main()

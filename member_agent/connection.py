@@ -56,6 +56,7 @@ from member_agent.backends.base import (
     now_ms,
 )
 from member_agent.hubs import HubList, leader_hint, parse_hubs
+from member_agent.lease import HeartbeatClock, LeaseHolder, lease_from_metadata
 from member_agent.state import CredentialStore, read_token
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class Agent:
         self._outbox: asyncio.Queue[_Outbound] = asyncio.Queue()
         self._live = False
         self._seq = 0
+        self._beats = HeartbeatClock()
         self.sessions = 0
 
     async def run(self) -> None:
@@ -187,18 +189,21 @@ class Agent:
     async def _session(self, stub: pb_grpc.AgentChannelStub, credential: str) -> None:
         """One Connect stream; returns after a long healthy session, raises otherwise."""
         metadata = (("authorization", f"Bearer {credential}"),)
+        started = time.monotonic()    # before the hub hears of it: the lease counts from here
         call = stub.Connect(metadata=metadata)
-        started = time.monotonic()
+        accepted: object = None
         # The hub sends initial metadata once it accepts the credential. Write nothing before:
         # a write racing the hub's refusal makes grpc.aio report INTERNAL "Internal error
         # from Core" instead of the hub's UNAUTHENTICATED (grpc/grpc#36066).
         with contextlib.suppress(grpc.aio.AioRpcError):
-            await call.initial_metadata()
+            accepted = await call.initial_metadata()
         if call.done():
             await self._raise_for_status(call, 0.0)
             return
         tasks: list[asyncio.Task[None]] = []
+        self._beats.clear()
         try:
+            await self._renew(started, lease_from_metadata(accepted))
             hello = pb.Hello(
                 agent_version=member_agent.__version__,
                 backend=self.backend.name,
@@ -267,6 +272,7 @@ class Agent:
             item = await self._outbox.get()
             if item is _BEAT:
                 beat = pb.Heartbeat(sent_unix_ms=now_ms())
+                self._beats.sent(beat.sent_unix_ms)
                 await call.write(pb.AgentMessage(heartbeat=beat))
             elif item is _RESYNC:
                 await self._write_inventory(call)
@@ -294,6 +300,10 @@ class Agent:
                 elif kind == "cancel":
                     c = message.cancel
                     await self.backend.cancel(c.task_id, c.generation, c.reason)
+                elif kind == "ack":
+                    sent = self._beats.acked(message.ack.sent_unix_ms)
+                    if sent is not None:
+                        await self._renew(sent, message.ack.lease_seconds)
                 elif kind == "resync":
                     log.info("hub asked for a resync: %s", message.resync.reason)
                     self._outbox.put_nowait(_RESYNC)
@@ -311,6 +321,11 @@ class Agent:
                                 reason=f"the member could not create the workload: {exc}",
                                 at_unix_ms=now_ms())
             self._outbox.put_nowait(TaskChanged(status))
+
+    async def _renew(self, sent: float, lease_seconds: float | None) -> None:
+        """Renew the member's lease on proof of a live session (see ``member_agent.lease``)."""
+        if lease_seconds and isinstance(self.backend, LeaseHolder):
+            await self.backend.renew_lease(sent, lease_seconds)
 
     async def _beat(self) -> None:
         while True:

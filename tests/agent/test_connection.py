@@ -254,7 +254,7 @@ async def test_cli_exits_non_zero_when_the_token_was_already_used(
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from member_agent.cli import main; main()",
         "--hub", f"127.0.0.1:{port}", "--cluster", "east", "--token-file", str(token),
-        "--backend", "sim", "--fleet", str(fleet),
+        "--backend", "sim", "--fleet", str(fleet), "--member-orphan-timeout", "3",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), timeout=20)
@@ -283,7 +283,8 @@ async def test_cli_stops_cleanly_on_sigterm(hub: tuple[HubStub, int], tmp_path: 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from member_agent.cli import main; main()",
         "--hub", f"127.0.0.1:{port}", "--cluster", "east", "--token-file", str(token),
-        "--backend", "sim", "--fleet", str(fleet), "--heartbeat-interval", "0.1",
+        "--backend", "sim", "--fleet", str(fleet), "--member-orphan-timeout", "3",
+        "--heartbeat-interval", "0.1",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:

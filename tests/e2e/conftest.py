@@ -18,6 +18,8 @@ FAST_TIMINGS = {
         "unschedulable_timeout": "5s",
         "placement_interval": "0.5s",
         "monitor_interval": "0.5s",
+        "member_lease": "4s",
+        "failover_margin": "1s",
     }
 }
 

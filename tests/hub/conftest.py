@@ -18,7 +18,8 @@ from hub.core import Hub
 from hub.server import agent_server
 
 FAST = Timings(unknown_after=1.0, not_ready_after=2.0, eviction_timeout=0.5,
-               unschedulable_timeout=1.0, placement_interval=0.1, monitor_interval=0.1)
+               unschedulable_timeout=1.0, placement_interval=0.1, monitor_interval=0.1,
+               member_lease=1.0, failover_margin=0.5)
 
 
 def free_port() -> int:

@@ -165,7 +165,7 @@ class AgentMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., task: _Optional[_Union[TaskReport, _Mapping]] = ...) -> None: ...
 
 class TaskWorkload(_message.Message):
-    __slots__ = ("image", "command", "cpu_milli", "memory_mib", "gpu_milli", "gpu_memory_mib", "selector", "replicas", "duration_seconds", "priority", "gpu_mem_mib")
+    __slots__ = ("image", "command", "cpu_milli", "memory_mib", "gpu_milli", "gpu_memory_mib", "selector", "replicas", "duration_seconds", "priority", "gpu_mem_mib", "failover")
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +177,7 @@ class TaskWorkload(_message.Message):
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     GPU_MEM_MIB_FIELD_NUMBER: _ClassVar[int]
+    FAILOVER_FIELD_NUMBER: _ClassVar[int]
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
     cpu_milli: int
@@ -188,7 +189,8 @@ class TaskWorkload(_message.Message):
     duration_seconds: float
     priority: int
     gpu_mem_mib: int
-    def __init__(self, image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_milli: _Optional[int] = ..., gpu_memory_mib: _Optional[int] = ..., selector: _Optional[str] = ..., replicas: _Optional[int] = ..., duration_seconds: _Optional[float] = ..., priority: _Optional[int] = ..., gpu_mem_mib: _Optional[int] = ...) -> None: ...
+    failover: str
+    def __init__(self, image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_milli: _Optional[int] = ..., gpu_memory_mib: _Optional[int] = ..., selector: _Optional[str] = ..., replicas: _Optional[int] = ..., duration_seconds: _Optional[float] = ..., priority: _Optional[int] = ..., gpu_mem_mib: _Optional[int] = ..., failover: _Optional[str] = ...) -> None: ...
 
 class PlaceTask(_message.Message):
     __slots__ = ("task_id", "generation", "name", "workload")
@@ -214,6 +216,14 @@ class CancelTask(_message.Message):
     grace_seconds: int
     def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., reason: _Optional[str] = ..., grace_seconds: _Optional[int] = ...) -> None: ...
 
+class HeartbeatAck(_message.Message):
+    __slots__ = ("sent_unix_ms", "lease_seconds")
+    SENT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    sent_unix_ms: int
+    lease_seconds: float
+    def __init__(self, sent_unix_ms: _Optional[int] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
+
 class ResyncRequest(_message.Message):
     __slots__ = ("reason",)
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -221,11 +231,13 @@ class ResyncRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class HubMessage(_message.Message):
-    __slots__ = ("place", "cancel", "resync")
+    __slots__ = ("place", "cancel", "resync", "ack")
     PLACE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
     place: PlaceTask
     cancel: CancelTask
     resync: ResyncRequest
-    def __init__(self, place: _Optional[_Union[PlaceTask, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ...) -> None: ...
+    ack: HeartbeatAck
+    def __init__(self, place: _Optional[_Union[PlaceTask, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...

@@ -64,6 +64,7 @@ class _Copy:
     reason: str = ""
     at_ms: int = 0
     bindings: tuple[Binding, ...] = ()
+    restartable: bool = True        # failover restart-elsewhere: stopped when fenced
     timer: asyncio.TimerHandle | None = None
     finished_at: float | None = None
 
@@ -155,8 +156,9 @@ class SimBackend:
         self._prune()
         return [c.status() for c in sorted(self._all_copies(), key=lambda c: c.order)]
 
-    async def place(self, command: pb.PlaceTask) -> None:
-        """Create a task copy; the same id + generation twice is a no-op."""
+    async def place(self, command: pb.PlaceTask, *, fenced: str = "") -> None:
+        """Create a task copy; the same id + generation twice is a no-op. ``fenced``: the
+        member's lease has expired, so a restartable copy is refused with that reason."""
         task_id, generation = command.task_id, command.generation
         self._prune()
         copies = self._copies.setdefault(task_id, {})
@@ -170,8 +172,12 @@ class SimBackend:
             next(self._order),
             priority=command.workload.priority,
             duration=command.workload.duration_seconds,
+            restartable=command.workload.failover != "never",
         )
         copies[generation] = copy
+        if fenced and copy.restartable:
+            self._set(copy, Phase.CANCELLED, reason=fenced)
+            return
         newest = max(copies)
         if newest > generation:
             self._set(copy, Phase.CANCELLED, reason=f"stale: generation {newest} already placed")
@@ -205,6 +211,16 @@ class SimBackend:
             freed |= self._stop(copy, reason or "cancelled by the hub")
         if freed:
             self._retry_pending()
+
+    def stop_restartable(self, reason: str) -> int:
+        """Stop every live copy of a restart-elsewhere task (the lease expired); how many."""
+        hits = [c for c in self._all_copies() if c.restartable and not c.phase.terminal]
+        freed = False
+        for copy in sorted(hits, key=lambda c: c.order):
+            freed |= self._stop(copy, reason)
+        if freed:
+            self._retry_pending()
+        return len(hits)
 
     # --- internals -----------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Failover of a lost cluster's tasks: the policy per task and the eviction rate limit.
+
+Called by ``hub.loops.Monitor.tick`` for every cluster ``ClusterManager.tick`` found due
+(NotReady past the eviction timeout *and* silent for longer than the member lease plus the
+safety margin, on the hub's own clock: by then the member has stopped its restartable
+copies itself). ``Evictor.evict`` re-queues the cluster's ``restart-elsewhere`` tasks,
+highest priority first, at most ``eviction_rate`` tasks per second per lost cluster (a
+token bucket, so a large outage does not stampede the survivors); the re-queued tasks may
+use the survivors' headroom. ``failover: never`` tasks stay where they are, waiting for
+the cluster to come back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fuyao.spec import FAILOVER_NEVER
+from hub.activetask import ActiveTask, Command
+from hub.taskbook import TaskBook
+
+log = logging.getLogger(__name__)
+
+
+class Evictor:
+    """Re-queues lost clusters' tasks at a bounded rate."""
+
+    def __init__(self, tasks: TaskBook, rate: float, interval: float) -> None:
+        self.tasks = tasks
+        self.rate = rate              # tasks per second per lost cluster
+        self.interval = interval      # the monitor's tick, the bucket's smallest refill
+        self._credit: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+
+    def budget(self, cluster: str, now: float | None = None) -> int:
+        """How many of ``cluster``'s tasks may be re-queued now (and spend them)."""
+        now = time.monotonic() if now is None else now
+        last = self._last.get(cluster)
+        elapsed = self.interval if last is None else max(0.0, now - last)
+        cap = self.rate * max(self.interval, 1.0)    # at most one second's worth at once
+        credit = self._credit.get(cluster, 0.0) + min(cap, self.rate * elapsed)
+        spend = int(credit)
+        self._credit[cluster] = credit - spend
+        self._last[cluster] = now
+        return spend
+
+    def forget_except(self, lost: set[str]) -> None:
+        """Drop the buckets of clusters no longer lost (a later outage starts afresh)."""
+        for name in [n for n in self._last if n not in lost]:
+            self._last.pop(name, None)
+            self._credit.pop(name, None)
+
+    async def evict(self, cluster: str) -> list[Command]:
+        """Re-queue the next batch of ``cluster``'s restartable tasks."""
+        movable = restartable(self.tasks.on_cluster(cluster))
+        if not movable:
+            return []
+        batch = sorted(movable, key=lambda t: (-t.priority, t.seq))[:self.budget(cluster)]
+        if batch:
+            log.warning("cluster %s lost: re-placing %d of %d tasks (at most %.0f/s)",
+                        cluster, len(batch), len(movable), self.rate)
+        commands: list[Command] = []
+        reason = f"cluster {cluster} is lost (its lease expired): failing over"
+        for task in batch:
+            commands += await self.tasks.requeue(task, reason, failover=True)
+        return commands
+
+
+def restartable(tasks: list[ActiveTask]) -> list[ActiveTask]:
+    """The tasks a lost cluster's failover may move (not ``failover: never``)."""
+    return [t for t in tasks if t.spec.failover != FAILOVER_NEVER]
