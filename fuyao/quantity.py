@@ -1,8 +1,11 @@
 """Kubernetes-style quantities: ``500m``, ``4``, ``16Gi``, ``40G``, ``1.5``.
 
-Used by the spec models (task requests), label normalization (``gpu-memory``) and the
-selector language (quantity comparisons). Every parser raises ``InvalidInput`` with the
-offending text on anything negative or unparseable; nothing is silently clamped.
+The grammar and suffixes are Kubernetes' own (``n u m "" k M G T P E``, ``Ki .. Ei``, decimal
+exponents), checked against the ``kubernetes`` client's ``parse_quantity`` for all inputs
+(tests/unit/test_quantity_vs_kubernetes.py). Used by the spec models (task requests), label
+normalization (``gpu-memory``), the selector language and the kube backend. Every parser
+raises ``InvalidInput`` with the offending text on anything negative or unparseable;
+nothing is silently clamped.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from fuyao.errors import InvalidInput
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
     "m": Decimal("0.001"),
     "k": Decimal(10) ** 3,
     "K": Decimal(10) ** 3,
@@ -22,11 +27,13 @@ _SUFFIXES: dict[str, Decimal] = {
     "G": Decimal(10) ** 9,
     "T": Decimal(10) ** 12,
     "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
     "Ki": Decimal(2) ** 10,
     "Mi": Decimal(2) ** 20,
     "Gi": Decimal(2) ** 30,
     "Ti": Decimal(2) ** 40,
     "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
 }
 _QUANTITY = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-zA-Z]{0,2})\s*$")
 _MIB = Decimal(2) ** 20

@@ -426,6 +426,8 @@ class ClusterView(BaseModel):
     backend: str | None = None
     nodes: int = 0
     gpus: dict[str, int] = Field(default_factory=dict, description="devices per model")
+    mode: str = Field(default="pull", description="pull: its agent dials in; push: the hub "
+                      "runs its agent with its API credentials")
     gpus_unschedulable: dict[str, int] = Field(
         default_factory=dict, description="of those, devices on cordoned or NotReady nodes")
     tasks: int = Field(default=0, description="tasks placed or running here")

@@ -10,11 +10,12 @@ Tests hand an ``httpx.Client`` in through ``AppContext(http=...)`` (``CliRunner.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 import click
 
-from fuyao import __version__
+from fuyao import __version__, kubeconfig
 from fuyao.spec import DEFAULT_HEADROOM, TaskState
 from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import capacity as capacity_commands
@@ -69,11 +70,30 @@ def cluster() -> None:
               help="Fraction of capacity kept free for failover.")
 @click.option("--token-ttl", metavar="DURATION", callback=seconds,
               help="How long the join token stays valid, e.g. 30m, 24h, 7d (default 24h).")
+@click.option("--server", metavar="URL", help="Push mode: the member's API server URL.")
+@click.option("--token", metavar="TOKEN", help="Push mode: a bearer token for --server.")
+@click.option("--certificate-authority", "ca_file", type=click.Path(path_type=Path),
+              help="Push mode: the API server's CA certificate (PEM).")
+@click.option("--kubeconfig", type=click.Path(path_type=Path),
+              help="Push mode: a kubeconfig with the member's credentials.")
+@click.option("--context", help="Push mode: the kubeconfig context (default: current).")
 @output_option
 @click.pass_obj
 def cluster_join(app: AppContext, name: str, labels: dict[str, str], weight: int,
-                 headroom: float, token_ttl: int | None) -> None:
-    """Register cluster NAME and print its one-time join token and agent command."""
+                 headroom: float, token_ttl: int | None, server: str | None,
+                 token: str | None, ca_file: Path | None, kubeconfig: Path | None,
+                 context: str | None) -> None:
+    """Register cluster NAME and print its one-time join token and agent command.
+
+    Push mode (--server/--token/--certificate-authority, or --kubeconfig [--context]): the
+    hub checks the credentials can list nodes, stores them encrypted and runs the agent.
+    """
+    pushed = push_credentials(server, token, ca_file, kubeconfig, context, name)
+    if pushed is not None:
+        result = app.client().push_join_cluster(name, pushed, labels=labels, weight=weight,
+                                                headroom=headroom)
+        app.render().push_joined(result)
+        return
     answer = app.client().join_cluster(
         name, labels=labels, weight=weight, headroom=headroom, token_ttl_seconds=token_ttl
     )
@@ -288,3 +308,33 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def push_credentials(server: str | None, token: str | None, ca_file: Path | None,
+                     kubeconfig_file: Path | None, context: str | None, name: str) -> str | None:
+    """The kubeconfig text a push join sends, or None for a pull join (``UsageError`` on a
+    mix of flags that cannot go together)."""
+    if kubeconfig_file is not None:
+        if server or token or ca_file:
+            raise click.UsageError("--kubeconfig cannot go with --server/--token/"
+                                   "--certificate-authority")
+        try:
+            text = kubeconfig_file.read_text()
+        except OSError as exc:
+            raise click.UsageError(f"--kubeconfig {kubeconfig_file}: {exc.strerror}") from exc
+        return kubeconfig.dumps(kubeconfig.flatten(text, kubeconfig_file.parent, context))
+    if context:
+        raise click.UsageError("--context needs --kubeconfig")
+    if server is None:
+        if token or ca_file:
+            raise click.UsageError("--token and --certificate-authority need --server")
+        return None
+    if not token:
+        raise click.UsageError("--server needs --token (and --certificate-authority)")
+    ca = b""
+    if ca_file is not None:
+        try:
+            ca = ca_file.read_bytes()
+        except OSError as exc:
+            raise click.UsageError(f"--certificate-authority {ca_file}: {exc.strerror}") from exc
+    return kubeconfig.dumps(kubeconfig.build(name, server, token, ca))

@@ -38,6 +38,7 @@ from fuyao.errors import (
 )
 from fuyao.insight import DryRunView, ExplainView
 from fuyao.inventory import NodeInfo
+from fuyao.pushjoin import PushJoinRequest, PushJoinResponse
 from fuyao.spec import (
     DEFAULT_HEADROOM,
     AuditEntry,
@@ -155,6 +156,23 @@ class Client(QueueCalls, CapacityApi):
         request = validate_model(JoinRequest, fields, what=f"cluster {name}")
         data = self._call("POST", "/clusters", body=request.model_dump(mode="json"))
         return self._parse(_JOIN, data)
+
+    def push_join_cluster(
+        self,
+        name: str,
+        kubeconfig: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        weight: int = 1,
+        headroom: float = DEFAULT_HEADROOM,
+    ) -> PushJoinResponse:
+        """Join a cluster in push mode: the hub checks these API credentials, stores them
+        encrypted and runs the cluster's agent itself (``fuyao.kubeconfig`` builds them)."""
+        request = validate_model(PushJoinRequest, {
+            "name": name, "labels": dict(labels or {}), "weight": weight,
+            "headroom": headroom, "kubeconfig": kubeconfig}, what=f"cluster {name}")
+        data = self._call("POST", "/clusters/push", body=request.model_dump(mode="json"))
+        return PushJoinResponse.model_validate(data)
 
     def list_clusters(self) -> list[ClusterView]:
         """Every member cluster."""

@@ -23,6 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from fuyao.pushjoin import PushJoinResponse
 from fuyao.queues import QueueView
 from fuyao.spec import (
     AuditEntry,
@@ -72,18 +73,29 @@ class Renderer:
             lines += ["Save the hub's CA certificate (the agent verifies the hub with it):", "",
                       f"  cat > {ca_file} <<'EOF'", answer.ca_cert.strip(), "EOF", ""]
         lines += ["Run this where the agent can reach the hub (in or next to the member "
-                  "cluster):", "", f"  {answer.agent_command}"]
+                  "cluster):", "", f"  {answer.agent_command}", ""]
+        lines += helm_install(answer.cluster, _flag_value(answer.agent_command, "--hub"),
+                              token_file, ca_file if answer.ca_cert else None)
         self._print("\n".join(lines))
+
+    def push_joined(self, answer: PushJoinResponse) -> None:
+        """``cluster join --server/--kubeconfig``: the hub runs this member's agent."""
+        if self._dumped(answer):
+            return
+        self._print(f"Cluster {answer.cluster} is joined in push mode: the hub listed "
+                    f"{answer.nodes} node(s) at {answer.server} with the credentials, stored "
+                    "them encrypted and runs its agent. `fuyaoctl cluster remove "
+                    f"{answer.cluster}` stops it and deletes the credentials.")
 
     def clusters(self, views: Sequence[ClusterView]) -> None:
         """``cluster list``."""
         if self._dumped(views):
             return
-        table = _table("NAME", "STATE", "WEIGHT", "HEADROOM", "NODES", "GPUS", "TASKS",
+        table = _table("NAME", "STATE", "MODE", "WEIGHT", "HEADROOM", "NODES", "GPUS", "TASKS",
                        "HEARTBEAT", "LABELS")
         for view in views:
             table.add_row(*_cells(
-                view.name, view.state, view.weight, f"{view.headroom:.0%}", view.nodes,
+                view.name, view.state, view.mode, view.weight, f"{view.headroom:.0%}", view.nodes,
                 _gpus(view.gpus, view.gpus_unschedulable), view.tasks,
                 _ago(view.last_heartbeat), _pairs(view.labels),
             ))
@@ -96,6 +108,7 @@ class Renderer:
         self._print(_fields({
             "Name": view.name,
             "State": view.state,
+            "Mode": view.mode,
             "Cordoned": "yes" if view.cordoned else "no",
             "Weight": view.weight,
             "Headroom": f"{view.headroom:.0%} kept free for failover",
@@ -385,6 +398,21 @@ def _queue_cell(view: TaskView) -> str:
     if view.queue_position is None:
         return view.queue
     return f"{view.queue} #{view.queue_position}"
+
+
+def helm_install(cluster: str, hub: str | None, token_file: str | None,
+                 ca_file: str | None) -> list[str]:
+    """The pull-mode alternative: install ``charts/fuyao-agent`` in the member with Helm."""
+    secret = [f"--from-file=token={token_file or cluster + '.token'}"]
+    if ca_file:
+        secret.append(f"--from-file=ca.crt={ca_file}")
+    return [
+        "Or install the agent inside the member cluster with Helm (pull mode):", "",
+        "  kubectl create namespace fuyao-system",
+        "  kubectl -n fuyao-system create secret generic fuyao-join " + " ".join(secret),
+        f"  helm install fuyao-agent charts/fuyao-agent -n fuyao-system --set cluster={cluster}"
+        f" --set hub={hub or 'HUB_HOST:8849'}" + ("" if ca_file else " --set tls=false"),
+    ]
 
 
 def _gpus(per_model: Mapping[str, int], off: Mapping[str, int] | None = None) -> str:

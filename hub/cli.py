@@ -50,17 +50,22 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True,
                                                         dir_okay=False), default=None,
               help="YAML file: timings, placement profile, headroom_priority.")
+@click.option("--secrets-key-file", type=click.Path(path_type=Path), default=None,
+              help="Key file (32+ random bytes, outside the database) that encrypts push-"
+                   "joined members' credentials; without it the hub takes no push joins.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
               agent_port: int, health_port: int, advertise: str | None,
-              agent_insecure: bool, config_file: Path | None, log_level: str) -> None:
+              agent_insecure: bool, config_file: Path | None, secrets_key_file: Path | None,
+              log_level: str) -> None:
     """Run the hub: REST API, agent channel, placement loop, store."""
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = HubConfig(home=home or default_home(), db_url=db_url, host=host,
                        api_port=api_port, agent_port=agent_port, health_port=health_port,
-                       advertise=advertise, agent_tls=not agent_insecure, timings=Timings())
+                       advertise=advertise, agent_tls=not agent_insecure, timings=Timings(),
+                       secrets_key_file=secrets_key_file)
     try:
         if config_file is not None:
             config = load_config_file(config_file, config)

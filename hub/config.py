@@ -57,6 +57,7 @@ class HubConfig:
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
     queueing: dict[str, Any] | None = None  # backfill/preemption (hub.queueing.QueueingConfig)
+    secrets_key_file: Path | None = None    # encrypts push members' credentials (hub.push)
 
     @property
     def store_url(self) -> str:

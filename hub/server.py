@@ -24,6 +24,8 @@ from hub.api import create_app, create_health_app
 from hub.config import HubConfig
 from hub.core import Hub
 from hub.ha import Deposed
+from hub.push.supervisor import PushAgents
+from hub.push.vault import Vault, load_key
 from hub.startup import CannotStart, Prepared, prepare
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
 
+    if config.secrets_key_file is not None:
+        load_key(config.secrets_key_file)                  # a bad key file: refuse to start
     prepared = await asyncio.to_thread(prepare, config)   # raises before writing anything
     try:
         await _run(config, prepared, stop)
@@ -98,7 +102,12 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     except BaseException:
         await hub.stop()
         raise
-    api = _uvicorn(create_app(hub))
+    push = push_agents(config)
+    app = create_app(hub)
+    app.state.push = push
+    if push is not None:
+        await push.start()
+    api = _uvicorn(app)
     health = _uvicorn(create_health_app(hub))
     servers = [asyncio.create_task(api.serve(sockets=[prepared.api]), name="api"),
                asyncio.create_task(health.serve(sockets=[prepared.health]), name="health")]
@@ -115,6 +124,8 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     log.info("fuyao-hub stopping")
     api.should_exit = True
     health.should_exit = True
+    if push is not None:
+        await push.stop()
     await grpc_server.stop(grace=2.0)
     await asyncio.gather(*servers, return_exceptions=True)
     stopper.cancel()
@@ -125,6 +136,16 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     if hub.ha.lost is not None:
         raise Deposed(f"stopped after losing the leadership ({hub.ha.lost}); start it again "
                       "to rejoin as a standby")
+
+
+def push_agents(config: HubConfig) -> PushAgents | None:
+    """The push members' supervisor, when a key file for their credentials is configured."""
+    if config.secrets_key_file is None:
+        return None
+    vault = Vault(config.home, load_key(config.secrets_key_file))
+    ca = config.home / "pki" / "ca.crt" if config.agent_tls else None
+    return PushAgents(vault, hub_address=f"127.0.0.1:{config.agent_port}", ca_file=ca,
+                      home=config.home)
 
 
 def _redact(url: str) -> str:

@@ -30,6 +30,7 @@ from hub.api import (
     queues,
     tasks,
 )
+from hub.api import push as push_api
 from hub.core import Hub
 from hub.ui import router as ui_router
 
@@ -55,6 +56,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.state.hub = hub
     app.include_router(clusters.router)
     app.include_router(nodes.router)
+    app.include_router(push_api.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)
     app.include_router(tasks.router)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from fuyao.spec import ClusterView, JoinRequest, JoinResponse
 from hub.api.deps import HubDep
+from hub.api.push import forget, mode_of
 
 router = APIRouter(prefix="/api/v1/clusters", tags=["clusters"])
 
@@ -17,15 +18,18 @@ async def join_cluster(req: JoinRequest, hub: HubDep) -> JoinResponse:
 
 
 @router.get("", response_model=list[ClusterView])
-async def list_clusters(hub: HubDep) -> list[ClusterView]:
+async def list_clusters(hub: HubDep, request: Request) -> list[ClusterView]:
     """Every member cluster, by name."""
-    return hub.cluster_views()
+    push = mode_of(request)
+    return [v.model_copy(update={"mode": "push"}) if v.name in push else v
+            for v in hub.cluster_views()]
 
 
 @router.get("/{name}", response_model=ClusterView)
-async def get_cluster(name: str, hub: HubDep) -> ClusterView:
+async def get_cluster(name: str, hub: HubDep, request: Request) -> ClusterView:
     """One member cluster."""
-    return hub.cluster_view(name)
+    view = hub.cluster_view(name)
+    return view.model_copy(update={"mode": "push"}) if name in mode_of(request) else view
 
 
 @router.post("/{name}/cordon", response_model=ClusterView)
@@ -41,6 +45,10 @@ async def uncordon(name: str, hub: HubDep) -> ClusterView:
 
 
 @router.delete("/{name}")
-async def remove_cluster(name: str, hub: HubDep) -> dict[str, object]:
-    """Remove the cluster; its tasks are re-queued, its agent credential stops working."""
-    return await hub.remove_cluster(name)
+async def remove_cluster(name: str, hub: HubDep, request: Request) -> dict[str, object]:
+    """Remove the cluster; its tasks are re-queued, its agent credential stops working; a
+    push member's agent is stopped and its stored credentials deleted."""
+    try:
+        return await hub.remove_cluster(name)
+    finally:
+        await forget(request, name)

@@ -559,3 +559,22 @@ def test_why_a_pod_stopped(pod: Any, reason: str | None) -> None:
         assert phase is Phase.BOUND
     else:
         assert (phase, got) == (Phase.FAILED, reason)
+
+
+async def test_the_agent_lists_again_after_its_watch_is_compacted_away(
+    standin: KubeStandIn
+) -> None:
+    standin.bookmark_interval = 3600.0   # bookmarks would keep the watch's version fresh
+    backend = make_backend(standin, label_nodes=False, watch_timeout=1)
+    rec = Recorder()
+    await backend.start(rec)
+    try:
+        standin.add_pod("kube-system", "later", "cpu-0", {"cpu": "1"})   # newer than any node
+        await rec.until(lambda: view(backend, "cpu-0").free.cpu_milli == 13_000)
+        standin.compact()   # the next nodes watch, from an older resourceVersion, gets 410
+        await asyncio.sleep(1.5)
+        standin.add_node("gpu-late", A100, ALLOC)
+        await rec.until(lambda: "gpu-late" in [n.name for n in backend.nodes()], timeout=10)
+        assert ("GET", "/api/v1/nodes") in standin.requests[2:]   # listed again
+    finally:
+        await backend.stop()

@@ -191,3 +191,34 @@ def test_the_node_view_counts_shared_cards() -> None:
     sliced = node_info(gpu_node(A100 | {"nvidia.com/gpu.replicas": "4"}, "8"),
                        [shared_pod({"nvidia.com/gpu": "1"})] * 3)
     assert [d.free_milli for d in sliced.devices] == [250, 1000]
+
+
+async def test_coscheduling_gangs_get_a_pod_group_bound_together_and_deleted_after(
+    standin: KubeStandIn
+) -> None:
+    backend, rec = await started(standin, gang="coscheduling", finished_pod_ttl=0.3)
+    try:
+        # Three replicas of 4 cards on the one 8-card A100 node: two would fit, so the pod
+        # group binds none.
+        await backend.place(place(gpu_milli=4000, replicas=3,
+                                  selector="fuyao.io/gpu-model = A100"))
+        await rec.until(lambda: "2 fit" in backend.tasks()[0].reason)
+        group = standin.podgroups[(NS, "fy-t1-46e9bc-g1")]
+        assert group["spec"]["minMember"] == 3
+        assert all(standin.pod(NS, p)["spec"].get("nodeName") is None
+                   for p in standin.pod_names())   # none bound: all or nothing
+        assert "pod group needs 3 pods bound together, 2 fit" in backend.tasks()[0].reason
+        # Two replicas fit the A100 node together: bound, run, finish, cleaned up.
+        await backend.place(place("t-2", gpu_milli=4000, replicas=2,
+                                  selector="fuyao.io/gpu-model = A100"))
+        await rec.until(lambda: Phase.RUNNING in rec.phases("t-2"))
+        pods = [p for p in standin.pod_names() if "-g1-" in p and p.startswith("fy-t2")]
+        for pod in pods:
+            assert standin.pod(NS, pod)["metadata"]["labels"][
+                "scheduling.x-k8s.io/pod-group"] == "fy-t2-" + pod.split("-")[2] + "-g1"
+            standin.set_phase(NS, pod, "Succeeded")
+        await rec.until(lambda: Phase.SUCCEEDED in rec.phases("t-2"))
+        await rec.until(lambda: not any(k[1].startswith("fy-t2") for k in standin.podgroups),
+                        timeout=10)
+    finally:
+        await backend.stop()

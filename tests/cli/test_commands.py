@@ -87,9 +87,9 @@ def test_task_list_json_and_filters(run: Run, fleet: FakeHub) -> None:
 
 def test_tables_show_the_rows(run: Run, fleet: FakeHub) -> None:
     clusters = run("cluster", "list").stdout.splitlines()
-    assert clusters[0].split() == ["NAME", "STATE", "WEIGHT", "HEADROOM", "NODES", "GPUS",
-                                   "TASKS", "HEARTBEAT", "LABELS"]
-    assert clusters[1].split()[:6] == ["east", "Ready", "3", "10%", "4", "32xH100"]
+    assert clusters[0].split() == ["NAME", "STATE", "MODE", "WEIGHT", "HEADROOM", "NODES",
+                                   "GPUS", "TASKS", "HEARTBEAT", "LABELS"]
+    assert clusters[1].split()[:7] == ["east", "Ready", "pull", "3", "10%", "4", "32xH100"]
     tasks = run("task", "list").stdout
     assert "train" in tasks and "8 H100" in tasks and "h100-1" in tasks
 

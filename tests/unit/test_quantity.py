@@ -55,8 +55,8 @@ def test_parse_quantity(text: str | int | float, value: Decimal) -> None:
         ("", "is not a quantity"),
         ("abc", "is not a quantity"),
         ("1gi", "is not a quantity"),  # suffixes are case-sensitive, as in Kubernetes
-        ("1Ei", "is not a quantity"),
-        ("1E", "is not a quantity"),
+        ("1Ei", "is out of range"),   # a real suffix, above MAX_QUANTITY
+        ("2E", "is out of range"),
         ("1..2", "is not a quantity"),
         ("0x10", "is not a quantity"),
         (True, "is not a quantity"),

@@ -253,6 +253,7 @@ class KubeBackend:
             if not self._copy_pods.get(key):
                 self._finish_cancel(key)
             await self._delete_pods(key)
+            await self._member.delete_pod_group(*key)
 
     # --- cache updates (event loop thread) ----------------------------------------------
 
@@ -365,8 +366,9 @@ class KubeBackend:
                 self._gang_deadline.setdefault(key, time.monotonic() + self.options.gang_timeout)
             else:
                 self._gang_deadline.pop(key, None)
-        if previous is not None and (previous.phase, previous.node) == (phase, node):
-            return
+        if previous is not None and (previous.phase, previous.node) == (phase, node) and (
+                phase is not Phase.UNSCHEDULABLE or previous.reason == reason):
+            return   # the scheduler's latest message is news; other repeats are not
         if phase is Phase.RUNNING and (previous is None or previous.phase is not Phase.BOUND):
             self._report(key, Phase.BOUND, node=node)
         self._report(key, phase, node=node, reason=reason)
@@ -447,6 +449,7 @@ class KubeBackend:
         for key in sorted(k for k, at in self._finished_at.items() if at <= cutoff):
             if self._copy_pods.get(key):
                 await self._delete_pods(key)
+                await self._member.delete_pod_group(*key)
 
     # --- API calls ----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ on until its ``default`` ServiceAccount exists (the ServiceAccount admission plu
 pods before that). A task's priority maps to the PriorityClass ``fuyao-priority-<n>``,
 created when missing; if RBAC forbids that, the agent says so once in its log and creates
 pods without a class from then on. Multi-replica copies get the configured gang scheduler's
-PodGroup. Each object is checked once per agent run.
+PodGroup, deleted again with the copy's pods. Each object is checked once per agent run.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fuyao.errors import FuyaoError
 from fuyao.wire.v1 import agent_pb2 as pb
+from member_agent.backends.base import workload_name
 from member_agent.backends.kube.manifest import pod_group, priority_class_name
 from member_agent.backends.kube.options import KubeOptions
 
@@ -132,3 +133,16 @@ class MemberSetup:
             if exc.status != 409:
                 raise FuyaoError(f"creating PodGroup {body['metadata']['name']}: "
                                  f"{api_reason(exc)}") from exc
+
+    async def delete_pod_group(self, task_id: str, generation: int) -> None:
+        """Delete a copy's PodGroup once its pods are gone (none in ``agent`` mode)."""
+        if self._opts.gang == "agent":
+            return
+        group, version = _GROUP_API[self._opts.gang]
+        name = workload_name(task_id, generation)
+        try:
+            await asyncio.to_thread(self._custom.delete_namespaced_custom_object, group,
+                                    version, self._opts.namespace, "podgroups", name)
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("deleting PodGroup %s failed: %s", name, api_reason(exc))

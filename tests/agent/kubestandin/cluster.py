@@ -25,6 +25,7 @@ from tests.agent.kubestandin.admission import Refused, admit_pod
 NOW = "2025-01-01T00:00:00Z"
 NOT_READY = "node.kubernetes.io/not-ready"
 CORDONED = "node.kubernetes.io/unschedulable"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 Key = tuple[str, str]
 
 
@@ -38,6 +39,7 @@ class Cluster:
         self.namespaces: dict[str, dict[str, Any]] = {}
         self.accounts: dict[Key, dict[str, Any]] = {}
         self.classes: dict[str, dict[str, Any]] = {}
+        self.podgroups: dict[Key, dict[str, Any]] = {}   # coscheduling PodGroups
         self.events: list[tuple[int, str, str, dict[str, Any]]] = []
         self.rv = 100
         self.compacted = 0
@@ -152,10 +154,12 @@ class Cluster:
         """What the scheduler's binding does: spec.nodeName, then PodScheduled=True."""
         with self.cond:
             pod = self.pods[(namespace, name)]
-            pod["spec"]["nodeName"] = node
-            pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
-                                            "lastTransitionTime": NOW}]
+            pod["spec"]["nodeName"] = node          # the Binding subresource
             self.record("pods", "MODIFIED", pod)
+            pod["status"]["conditions"] = [c for c in pod["status"].get("conditions") or []
+                                           if c["type"] != "PodScheduled"] + [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": NOW}]
+            self.record("pods", "MODIFIED", pod)    # then the status update
 
     def unschedulable(self, namespace: str, name: str, message: str) -> None:
         with self.cond:
@@ -278,17 +282,56 @@ class Cluster:
              and p["spec"].get("schedulerName") in self.scheduler_names
              and "deletionTimestamp" not in p["metadata"]),
             key=lambda p: (-p["spec"].get("priority", 0), int(p["metadata"]["resourceVersion"])))
+        gangs: dict[Key, list[dict[str, Any]]] = {}
         for pod in pending:
-            node, message = scheduler.choose(pod, list(self.nodes.values()), bound)
-            ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-            if node is not None:
-                self.bind(ns, name, node)
-                bound.setdefault(node, []).append(pod)
+            group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+            key = (pod["metadata"]["namespace"], group or "")
+            if group and key in self.podgroups:
+                gangs.setdefault(key, []).append(pod)
                 continue
-            current = next((c for c in pod["status"].get("conditions") or []
-                            if c["type"] == "PodScheduled"), None)
-            if current is None or current.get("message") != message:
-                self.unschedulable(ns, name, message)
+            node, message = scheduler.choose(pod, list(self.nodes.values()), bound)
+            self._place(pod, node, message, bound)
+        for key, pods in gangs.items():
+            self._place_gang(pods, self.podgroups[key]["spec"].get("minMember", 1), bound)
+
+    def _place(self, pod: dict[str, Any], node: str | None, message: str,
+               bound: dict[str, list[dict[str, Any]]]) -> None:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        if node is not None:
+            self.bind(ns, name, node)
+            bound.setdefault(node, []).append(pod)
+            return
+        current = next((c for c in pod["status"].get("conditions") or []
+                        if c["type"] == "PodScheduled"), None)
+        if current is None or current.get("message") != message:
+            self.unschedulable(ns, name, message)
+
+    def _place_gang(self, pods: list[dict[str, Any]], min_member: int,
+                    bound: dict[str, list[dict[str, Any]]]) -> None:
+        """Coscheduling: bind the group's pods only if ``minMember`` of them fit at once."""
+        if len(pods) < min_member:   # coscheduling's PreFilter waits for the siblings
+            for pod in pods:
+                self._place(pod, None, f"pre-filter pod {pod['metadata']['name']} cannot find "
+                            f"enough sibling pods, current pods number: {len(pods)}, "
+                            f"minMember of group: {min_member}", bound)
+            return
+        trial = {node: list(held) for node, held in bound.items()}
+        chosen: list[tuple[dict[str, Any], str]] = []
+        message = ""
+        for pod in pods:
+            node, why = scheduler.choose(pod, list(self.nodes.values()), trial)
+            if node is None:
+                message = message or why
+                continue
+            chosen.append((pod, node))
+            trial.setdefault(node, []).append(pod)
+        if len(chosen) >= min_member:
+            for pod, node in chosen:
+                self._place(pod, node, "", bound)
+            return
+        for pod in pods:
+            self._place(pod, None, f"pod group needs {min_member} pods bound together, "
+                        f"{len(chosen)} fit: {message}", bound)
 
 
 def _ready(ready: bool) -> dict[str, str]:

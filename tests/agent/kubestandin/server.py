@@ -118,6 +118,8 @@ class KubeStandIn(Cluster):
         with self.cond:
             if method == "GET":
                 return 200, self._get(resource, ns, name)
+            if resource == "podgroups" and ns is not None:
+                return self._podgroups(method, ns, name, body)
             if method == "POST" and resource == "pods" and ns is not None:
                 return 201, self.create_pod(ns, body, dry_run=dry_run)
             if method == "POST" and resource == "namespaces":
@@ -165,6 +167,24 @@ class KubeStandIn(Cluster):
         }.get(resource, {})  # type: ignore[assignment]
         return [o for o in table.values()
                 if ns is None or o["metadata"].get("namespace") in (None, ns)]
+
+    def _podgroups(self, method: str, ns: str, name: str | None, body: Any) -> tuple[int, Any]:
+        """A gang scheduler's PodGroup custom resource (coscheduling or Volcano)."""
+        if method == "POST":
+            key = (ns, body["metadata"]["name"])
+            if key in self.podgroups:
+                raise Refused(409, "AlreadyExists", f'podgroups "{key[1]}" already exists')
+            obj = copy.deepcopy(body)
+            obj["metadata"]["namespace"] = ns
+            self.podgroups[key] = obj
+            return 201, copy.deepcopy(obj)
+        if method == "DELETE" and name is not None:
+            if self.podgroups.pop((ns, name), None) is None:
+                raise Refused(404, "NotFound", f'podgroups "{name}" not found')
+            return 200, status(200, "", "deleted") | {"status": "Success"}
+        if method == "GET" and name is not None and (ns, name) in self.podgroups:
+            return 200, copy.deepcopy(self.podgroups[(ns, name)])
+        raise Refused(404, "NotFound", f'podgroups "{name}" not found')
 
     def _create_class(self, body: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         validate_schema(body, strict=True)
