@@ -290,8 +290,11 @@ def audit(app: AppContext, limit: int) -> None:
 
 # -- command groups from fuyaoctl.commands (one line each, alphabetical) --------------------
 from fuyaoctl.commands import hub as _hub  # noqa: E402
+from fuyaoctl.commands import watch as _watch  # noqa: E402
 
 cli.add_command(_hub.hub)
+task.add_command(_watch.task_watch)
+cluster.add_command(_watch.cluster_watch)
 
 task.add_command(explain.task_explain)
 cli.add_command(profile.profile)

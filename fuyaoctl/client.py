@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
@@ -309,6 +309,34 @@ class Client(QueueCalls, CapacityApi):
         """The newest ``limit`` audited mutations, newest first."""
         return self._parse(_AUDIT, self._call("GET", "/audit", params={"limit": str(limit)}))
 
+    def events(self, *, type: str | None = None, name: str | None = None,
+               since: str | None = None, timeout: float = 20.0) -> dict[str, Any]:
+        """One long poll of the events endpoint: ``{"events", "next", "truncated", "source"}``.
+        ``since``: the ``next`` of a previous answer (omitted: from now)."""
+        params = {"timeout": f"{timeout:g}"}
+        for key, value in (("type", type), ("name", name), ("since", since)):
+            if value is not None:
+                params[key] = value
+        return self._parse(_OBJECT, self._call("GET", "/events", params=params,
+                                               timeout=timeout + 10.0))
+
+    def watch(self, *, type: str | None = None, name: str | None = None,
+              since: str | None = None, until: float | None = None,
+              poll: float = 20.0) -> Iterator[dict[str, Any]]:
+        """Follow events (dicts, oldest first) until ``until`` (a ``time.monotonic()``) or
+        forever. A lost hub or a failover is retried every second, resuming after the last
+        event seen."""
+        cursor = since
+        while until is None or time.monotonic() < until:
+            wait = poll if until is None else max(0.0, min(poll, until - time.monotonic()))
+            try:
+                page = self.events(type=type, name=name, since=cursor, timeout=wait)
+            except Transient:
+                time.sleep(1.0)
+                continue
+            cursor = page["next"]
+            yield from page["events"]
+
     def hub_status(self) -> dict[str, Any]:
         """The hub replicas on this store: ``{"leader", "epoch", "replicas": [...]}``."""
         return self._parse(_OBJECT, self._call("GET", "/hub/status"))
@@ -327,12 +355,14 @@ class Client(QueueCalls, CapacityApi):
         body: Any = None,
         params: Mapping[str, str] | None = None,
         api: bool = True,
+        timeout: float | None = None,
     ) -> Any:
         url = f"{self.hub}{API if api else ''}{path}"
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         try:
             response = self._http.request(
-                method, url, json=body, params=dict(params or {}), headers=headers
+                method, url, json=body, params=dict(params or {}), headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except httpx.TimeoutException as exc:
             raise Transient(f"cannot reach the hub at {self.hub}: timed out ({exc})") from exc

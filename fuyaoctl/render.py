@@ -275,6 +275,20 @@ class Renderer:
                                   e.result))
         self._print(table)
 
+    def event(self, event: Mapping[str, Any]) -> None:
+        """``task watch`` / ``cluster watch``: one event, one line (JSON Lines with -o json)."""
+        if self.output == "json":
+            click.echo(json.dumps(dict(event)))
+            return
+        if self.output == "yaml":
+            click.echo("---\n" + yaml.safe_dump(dict(event), sort_keys=False), nl=False)
+            return
+        at = _clock(datetime.fromisoformat(event["at"])) if event.get("at") else NONE
+        where = f" [{event['cluster']} gen {event['generation']}]" if event.get("cluster") else ""
+        ident = f"  #{event['id']}" if event.get("id") else ""
+        click.echo(f"{at}  {event['type']}/{event['name']}  {event['kind']}  "
+                   f"{event['message']}{where}{ident}")
+
     def hub_status(self, status: Mapping[str, Any]) -> None:
         """``hub status``: the leader, its epoch, and every replica."""
         if self._dumped(dict(status)):

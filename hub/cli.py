@@ -25,6 +25,7 @@ from hub.config import (
     default_home,
     load_config_file,
 )
+from hub.events.redis_stream import check_redis_url
 from hub.server import serve
 
 
@@ -39,6 +40,9 @@ def main() -> None:
               help="State directory (SQLite store). Default $FUYAO_HOME or ~/.fuyao.")
 @click.option("--db", "db_url", default=None,
               help="Store URL, e.g. postgresql://user:pw@host/fuyao. Default: SQLite in --home.")
+@click.option("--redis", "redis_url", default=None, metavar="URL",
+              help="Publish task and cluster events to this Redis (redis://HOST:PORT/DB); "
+                   "optional: without it everything works on one hub.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--api-port", type=int, default=DEFAULT_API_PORT, show_default=True)
 @click.option("--agent-port", type=int, default=DEFAULT_AGENT_PORT, show_default=True)
@@ -55,20 +59,23 @@ def main() -> None:
                    "joined members' credentials; without it the hub takes no push joins.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def serve_cmd(home: Path | None, db_url: str | None, host: str, api_port: int,
+def serve_cmd(home: Path | None, db_url: str | None, redis_url: str | None, host: str,
+              api_port: int,
               agent_port: int, health_port: int, advertise: str | None,
               agent_insecure: bool, config_file: Path | None, secrets_key_file: Path | None,
               log_level: str) -> None:
     """Run the hub: REST API, agent channel, placement loop, store."""
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = HubConfig(home=home or default_home(), db_url=db_url, host=host,
+    config = HubConfig(home=home or default_home(), db_url=db_url, redis_url=redis_url, host=host,
                        api_port=api_port, agent_port=agent_port, health_port=health_port,
                        advertise=advertise, agent_tls=not agent_insecure, timings=Timings(),
                        secrets_key_file=secrets_key_file)
     try:
         if config_file is not None:
             config = load_config_file(config_file, config)
+        if config.redis_url is not None:
+            check_redis_url(config.redis_url)
         asyncio.run(serve(replace(config)))
     except FuyaoError as exc:
         click.echo(f"error: {exc.message}", err=True)

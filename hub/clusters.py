@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -63,6 +64,8 @@ class ClusterManager:
         self.entries: dict[str, ClusterEntry] = {}
         self.ca_cert: str | None = None       # PEM handed out with joins when TLS is on
         self._credentials: dict[str, str] = {}   # credential hash -> cluster
+        # Told of every change worth an event: (cluster, kind, message) (``hub.events``).
+        self.on_change: Callable[[str, str, str], None] = lambda name, kind, message: None
 
     async def load(self, *, persist: bool = True) -> None:
         """Rebuild from the store after a start: joined clusters wait for their agents.
@@ -106,6 +109,7 @@ class ClusterManager:
         await self.writer.call(create)
         self.entries[rec.name] = ClusterEntry(rec, last_seen=time.monotonic())
         self._sync_fleet(rec.name)
+        self.on_change(rec.name, "Joined", "joined; waiting for its agent")
         command = (
             f"fuyao-agent --hub {self.config.agent_address} --cluster {rec.name} "
             f"--token-file {rec.name}.token"
@@ -136,6 +140,7 @@ class ClusterManager:
         del self.entries[name]
         self._credentials = {h: c for h, c in self._credentials.items() if c != name}
         self.fleet.remove_cluster(name)
+        self.on_change(name, "Removed", "removed")
 
     # -- agent side ------------------------------------------------------------------------
 
@@ -256,6 +261,11 @@ class ClusterManager:
         if entry is not None:
             entry.record = rec
             self._sync_fleet(name)
+        if "cordoned" in changes:
+            self.on_change(name, "Cordoned" if rec.cordoned else "Uncordoned",
+                           "new placements blocked" if rec.cordoned else "placements allowed")
+        if "state" in changes:
+            self.on_change(name, rec.state, f"cluster is {rec.state}")
 
     def _sync_fleet(self, name: str) -> None:
         entry = self.entries[name]

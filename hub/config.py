@@ -47,6 +47,7 @@ class HubConfig:
 
     home: Path
     db_url: str | None = None
+    redis_url: str | None = None      # task and cluster events on a Redis stream (optional)
     host: str = "127.0.0.1"
     api_port: int = DEFAULT_API_PORT
     agent_port: int = DEFAULT_AGENT_PORT

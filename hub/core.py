@@ -30,6 +30,7 @@ from hub.activetask import ActiveTask
 from hub.clusters import ClusterManager
 from hub.config import HubConfig
 from hub.dag import Dependencies
+from hub.events import EventHub
 from hub.explain import Explainer
 from hub.fleet import FleetView
 from hub.ha import Leadership, ReadCache
@@ -90,9 +91,12 @@ class Hub:
         self.metrics.on_scrape(self._refresh_gauges)
         self.ha = Leadership(config, self.metrics,
                              ReadCache(self.clusters, self.tasks, self.profiles.load))
+        self.events = EventHub(config.redis_url, self.metrics, self.tasks, self.ha.reads.invalidate)
+        self.events.attach(self.store, self.clusters)
 
     async def start(self) -> None:
         """Migrate the store, share the agent CA, then lead at once or wait as a standby."""
+        self.events.start()
         version = await self.writer.call(self.store.migrate)
         leading = await self.ha.open()
         if self.config.agent_tls:
@@ -138,6 +142,7 @@ class Hub:
         except Exception:
             log.exception("writes queued at stop could not be committed")
         await self.ha.close()
+        await self.events.close()
         self.writer.close()
         self.store.close()
 

@@ -22,6 +22,7 @@ from hub.api import (
     audit,
     capacity,
     clusters,
+    events,
     explain,
     ha,
     nodes,
@@ -66,6 +67,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.include_router(planning.router)
     app.include_router(ui_router)
     ha.install(app, hub)
+    app.include_router(events.router)
 
     @app.exception_handler(FuyaoError)
     async def _fuyao_error(_: Request, exc: FuyaoError) -> JSONResponse:
@@ -100,8 +102,10 @@ def create_health_app(hub: Hub) -> FastAPI:
         # A standby is ready: it serves reads and answers writes with the leader's address.
         role = "leader" if hub.ha.leading else "standby"
         ready = bool(hub.started) or (role == "standby" and hub.ha.lost is None)
-        return JSONResponse({"ready": ready, "role": role},
-                            status_code=200 if ready else 503)
+        body: dict[str, Any] = {"ready": ready, "role": role, **hub.events.readiness()}
+        if body["redis"] == "down":     # degraded, not failed: placement goes on
+            body["degraded"] = True
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

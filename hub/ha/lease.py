@@ -147,7 +147,14 @@ class Lease:
         """
         with _wrap("check the leader lease"):
             if self.shared and self._lock_conn is None and not self._lock():
-                return False
+                with self.engine.connect() as conn:
+                    current = read_leader(conn).epoch
+                if current != self.epoch:
+                    return False
+                # Nobody led since: the lock is still held by this hub's own old session,
+                # which PostgreSQL has not ended yet. Undecided: ask again.
+                raise Transient("the leader lease is still held by this hub's previous "
+                                "database session; checking again")
             try:
                 if self._lock_conn is not None:
                     current = read_leader(self._lock_conn).epoch

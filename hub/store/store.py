@@ -8,7 +8,7 @@ method is one transaction: it either commits all it was given or changes nothing
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -79,6 +79,9 @@ class Store(QueueRows):
         # Run at the start of every write transaction (``hub.ha`` sets the leader's epoch
         # check here): it raises to refuse the write, so a deposed leader writes nothing.
         self.fence: Fence | None = None
+        # Told, from the writer thread, of the task events of every committed transaction
+        # with the names of tasks it added (``hub.events`` publishes them).
+        self.on_events: Callable[[Sequence[EventRecord], Mapping[str, str]], None] | None = None
 
     def __repr__(self) -> str:
         return f"Store({self.url.render_as_string(hide_password=True)!r})"
@@ -253,6 +256,8 @@ class Store(QueueRows):
             _require_tasks(s, [e.task_id for e in events])
             if event_values:
                 conn.execute(sa.insert(EVENTS), event_values)
+        if self.on_events is not None and events:
+            self.on_events(events, {t.id: t.name for t in tasks})
         return [
             replace(t, seq=seq, created_at=v["created_at"], updated_at=v["updated_at"])
             for t, seq, v in zip(tasks, seqs, values, strict=True)
@@ -315,6 +320,8 @@ class Store(QueueRows):
                 conn.execute(sa.insert(EVENTS), event_values)
             if placement_values:
                 conn.execute(sa.insert(PLACEMENTS), placement_values)
+        if self.on_events is not None and events:
+            self.on_events(events, {})
 
     def task_events(self, task_id: str) -> list[EventRecord]:
         """A task's timeline, ordered by time, then by insertion."""

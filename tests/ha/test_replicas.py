@@ -1,6 +1,6 @@
 """Two real hub processes on one PostgreSQL: one leads, the standby serves reads, refuses
-writes with the leader's address, turns agents away to the leader, and takes over when the
-leader is killed with SIGKILL mid-batch (fault 3) without losing or repeating a task."""
+writes with the leader's address and turns agents away to the leader. The takeover when the
+leader is killed mid-batch is fault 3 of ``tests/faults/test_ha_faults.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from fuyao.errors import Transient
 from fuyaoctl.cli import cli
 from tests.e2e.conftest import gpu_pool, write_fleet
-from tests.ha.replicas import Replicas, audit_once, wait_all_ended
+from tests.ha.replicas import Replicas
 from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.slow
@@ -54,33 +54,5 @@ def test_the_standby_serves_reads_and_refuses_writes_naming_the_leader(
             assert standby.get_task("seen").name == "seen"
             assert [t.name for t in standby.list_tasks()] == ["seen"]
         health = httpx.get(f"http://127.0.0.1:{hubs.b.health_port}/readyz").json()
-        assert health == {"ready": True, "role": "standby"}
+        assert health == {"ready": True, "role": "standby", "redis": "off"}
 
-
-def test_kill_the_leader_mid_batch_the_standby_takes_over_and_no_task_is_lost_or_repeated(
-        tmp_path: Path, pg_url: str) -> None:
-    with fresh_database(pg_url) as db, Replicas(tmp_path, db) as hubs:
-        before = hubs.start()
-        hubs.start_agent("east", write_fleet(tmp_path / "east.yaml",
-                                             [gpu_pool("t4", "Tesla-T4", 4, count=2)]))
-        hubs.a.wait_ready(["east"])
-        names = [f"job-{i:02d}" for i in range(24)]
-        with hubs.a.client() as leader:
-            leader.submit_tasks([{"name": n, "gpu": 1, "duration": "3s"} for n in names])
-            deadline = time.monotonic() + 30
-            while not any(t.state.value == "Running" for t in leader.list_tasks()):
-                assert time.monotonic() < deadline, "nothing started"
-                time.sleep(0.1)
-        killed = time.monotonic()
-        hubs.a.stop_hub(kill=True)
-        after = hubs.wait_leader(hubs.b, "b")
-        took = time.monotonic() - killed
-        print(f"takeover observed {took:.1f}s after kill -9 of the leader")
-        assert after["epoch"] == before["epoch"] + 1
-        roles = {r["address"]: r["role"] for r in after["replicas"]}
-        assert roles[hubs.api("b")] == "leader"
-        assert roles.get(hubs.api("a"), "gone") != "leader"   # listed until it is stale
-        with hubs.b.client() as leader:
-            states = wait_all_ended(leader, names)
-            assert set(states.values()) == {"Succeeded"}
-            assert audit_once(leader, names) == {"finished once": len(names)}

@@ -41,12 +41,12 @@ class HubHarness:
 
 
 async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None = None,
-                        tls: bool = False) -> HubHarness:
+                        tls: bool = False, redis_url: str | None = None) -> HubHarness:
     """Start a hub (SQLite in ``home`` unless ``db_url``), its REST app and agent channel
     (plaintext unless ``tls``: the TLS path has its own tests)."""
     port = free_port()
     hub = Hub(HubConfig(home=home, db_url=db_url, agent_port=port, timings=timings,
-                        agent_tls=tls))
+                        agent_tls=tls, redis_url=redis_url))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
     server = agent_server(hub, f"127.0.0.1:{port}")

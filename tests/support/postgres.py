@@ -44,6 +44,21 @@ class PostgresServer:
     url: str
     datadir: Path | None = None       # None: an external server we did not start
     user: str | None = None
+    options: str = ""                 # pg_ctl -o, to start it again after ``halt``
+
+    def halt(self) -> None:
+        """Stop the server abruptly (``-m immediate``: a crash); ``resume`` starts it again."""
+        assert self.datadir is not None, "only a server we started can be halted"
+        _run(_as_user(self.user, [_tool("pg_ctl"), "-D", str(self.datadir / "data"),
+                                  "-m", "immediate", "-w", "stop"]))
+
+    def resume(self) -> None:
+        """Start a halted server again, on the same port."""
+        assert self.datadir is not None
+        log = self.datadir / "server.log"
+        _run(_as_user(self.user, [_tool("pg_ctl"), "-D", str(self.datadir / "data"), "-o",
+                                  self.options, "-l", str(log), "-w", "-t", "30", "start"]),
+             log=log)
 
     def stop(self) -> None:
         """Stop the server we started and remove its files (no-op for an external one)."""
@@ -72,6 +87,7 @@ def start_postgres() -> PostgresServer:
         port = free_port()
         options = (f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off")
+        server.options = options
         _run(_as_user(user, [_tool("pg_ctl"), "-D", str(tmp / "data"), "-o", options,
                              "-l", str(tmp / "server.log"), "-w", "-t", "30", "start"]),
              log=tmp / "server.log")

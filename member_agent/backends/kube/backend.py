@@ -13,9 +13,12 @@ the nodes, as GPU Feature Discovery writes ``nvidia.com/*``, so node affinity on
 works in the member; the keys it wrote are listed in the ``fuyao.io/derived-labels``
 annotation and re-derived, never taken as admin overrides.
 
-Tested against an in-process stand-in HTTP server serving the few API endpoints used here
-with real-shaped JSON (``tests/agent/kubestandin.py``), with the real client pointed at it;
-not against a real API server.
+Before a copy's pods it ensures the namespace, its ServiceAccount, the PriorityClass and a
+gang scheduler's PodGroup (``member``); pods that stop for someone else's reasons fail the
+copy with the cause (``reasons``); agent-mode gangs not wholly bound by their deadline are
+rolled back and reported Unschedulable; finished copies' pods are deleted after a TTL.
+Settings: ``options.KubeOptions``. Tested against the v1.36 stand-in in
+``tests/agent/kubestandin/`` with the real client; not against a real API server.
 """
 
 from __future__ import annotations
