@@ -152,14 +152,14 @@ class LocalStack:
         return save_join(self.home, resp.cluster, resp.token, resp.ca_cert)
 
     def start_agent(self, name: str, fleet: Path | str, *, token_file: Path | None = None,
-                    extra: list[str] | None = None) -> Proc:
+                    extra: list[str] | None = None, hub: str | None = None) -> Proc:
         """Start a simulated member agent for an already joined cluster; ``fleet`` is a fleet
         file or a trace node list slice (``FILE.csv:START:COUNT``)."""
         token_file = token_file or self.home / f"{name}.token"
         ca_file = token_file.with_name(f"{name}-ca.crt")
         tls = ["--ca-cert", str(ca_file)] if ca_file.exists() else []
         argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
-                f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
+                hub or f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
                 str(token_file), *tls, "--state-dir", str(self.home / f"agent-{name}"),
                 "--backend", "sim", "--fleet", str(fleet), "--member-log",
                 str(self.copy_log(name)), "--member-orphan-timeout", "300",

@@ -12,6 +12,7 @@ the cluster to come back.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -59,10 +60,19 @@ class Evictor:
         if batch:
             log.warning("cluster %s lost: re-placing %d of %d tasks (at most %.0f/s)",
                         cluster, len(batch), len(movable), self.rate)
-        commands: list[Command] = []
         reason = f"cluster {cluster} is lost (its lease expired): failing over"
-        for task in batch:
-            commands += await self.tasks.requeue(task, reason, failover=True)
+        # Together, so the store writer commits the batch in a few group commits rather than
+        # one commit per task; each task's transition stays all-or-nothing on its own.
+        done = await asyncio.gather(
+            *(self.tasks.requeue(task, reason, failover=True) for task in batch),
+            return_exceptions=True)
+        commands: list[Command] = []
+        for task, result in zip(batch, done, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("task %s: failover write failed (retried next tick): %s",
+                            task.name, result)
+            else:
+                commands += result
         return commands
 
 

@@ -204,6 +204,9 @@ class TaskBook:
         """Apply one task report from ``cluster``'s agent; returns commands to send."""
         task = self.active.get(rep.task_id)
         terminal = rep.phase in TERMINAL_PHASES
+        if (task is not None and not task.state.terminal and rep.generation < task.generation
+                and rep.phase == pb.TASK_PHASE_SUCCEEDED):
+            return await self._late_success(task, cluster, rep.generation)
         if (task is None or task.state.terminal or task.cluster != cluster
                 or rep.generation < task.generation):
             # A copy the hub no longer wants (ended or ending, moved, or a stale generation).
@@ -216,6 +219,20 @@ class TaskBook:
                         rep.generation)
             return []
         return await self._apply_phase(task, rep)
+
+    async def _late_success(self, task: ActiveTask, cluster: str,
+                            generation: int) -> list[Command]:
+        """An older copy finished while its cluster was cut off, and the task had been
+        re-placed: the work is done, so the task ends Succeeded and the newer copy stops."""
+        commands: list[Command] = []
+        if task.cluster is not None:
+            commands.append(cancel_command(task.cluster, task.id, task.generation,
+                                           f"generation {generation} already succeeded"))
+        self.fleet.release(task.id)
+        await self._finish(task, TaskState.SUCCEEDED, "Succeeded",
+                           f"generation {generation} on {cluster} succeeded while {cluster} "
+                           "was cut off")
+        return commands
 
     async def _apply_phase(self, task: ActiveTask, rep: pb.TaskReport) -> list[Command]:
         now = utcnow()
@@ -250,8 +267,9 @@ class TaskBook:
             await self._finish(task, TaskState.FAILED, name, detail or "failed")
         elif phase == pb.TASK_PHASE_CANCELLED:
             # The hub did not ask for this (it would have dropped the task): re-place it.
+            # Prefer another cluster: this one may be fenced (its lease expired).
             return await self.requeue(task, f"{task.cluster} cancelled it: {detail}",
-                                      failover=True)
+                                      failover=True, avoid=task.cluster)
         return []
 
     # -- failover and spill-over -----------------------------------------------------------------

@@ -121,6 +121,8 @@ async def _run_until_signalled(agent: Agent) -> None:
               help="sim: multiply task durations by this (0.01 = 100x faster).")
 @click.option("--sim-policy", type=click.Choice([p.value for p in Policy]),
               default=Policy.BEST_FIT.value, show_default=True, help="sim: node scoring.")
+@click.option("--lease-name", default="fuyao-agent", show_default=True,
+              help="kube: the Lease (in --namespace) renewed while the hub session is live.")
 @click.option("--member-log", type=click.Path(path_type=Path, dir_okay=False),
               help="sim: the member appends one JSON line per copy start/stop here.")
 @click.option("--member-orphan-timeout", type=float, default=0.0, show_default=True,
@@ -151,6 +153,7 @@ def command(
     heartbeat_interval: float,
     time_scale: float,
     sim_policy: str,
+    lease_name: str,
     member_log: Path | None,
     member_orphan_timeout: float,
     ca_cert: Path | None,
@@ -197,7 +200,14 @@ def command(
             member_log=member_log,
             member_orphan_timeout=member_orphan_timeout,
         )
-        asyncio.run(_run_until_signalled(Agent(config, chosen)))
+        lease = None
+        if backend == "kube":
+            from member_agent.backends.kube import KubeBackend
+            from member_agent.kubelease import KubeLease
+
+            assert isinstance(chosen, KubeBackend)
+            lease = KubeLease(chosen.api_client, namespace, lease_name)
+        asyncio.run(_run_until_signalled(Agent(config, chosen, lease)))
     except FuyaoError as exc:
         click.echo(f"fuyao-agent: error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
@@ -207,6 +217,10 @@ def main() -> None:
     """Console-script entry point: ``fuyao-agent [sim-member] ...``."""
     if sys.argv[1:2] == ["sim-member"]:
         sim_member_command(sys.argv[2:])
+    elif sys.argv[1:2] == ["watchdog"]:
+        from member_agent.watchdog import watchdog_command
+
+        watchdog_command(sys.argv[2:])
     else:
         command()
 

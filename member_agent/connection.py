@@ -55,6 +55,7 @@ from member_agent.backends.base import (
     TaskStatus,
     now_ms,
 )
+from member_agent.faults import MessageFaults
 from member_agent.hubs import HubList, leader_hint, parse_hubs
 from member_agent.lease import HeartbeatClock, LeaseHolder, lease_from_metadata
 from member_agent.state import CredentialStore, read_token
@@ -123,9 +124,13 @@ def rpc_error(exc: grpc.aio.AioRpcError, doing: str) -> FuyaoError:
 class Agent:
     """One member agent: a backend plus its connection to the hub."""
 
-    def __init__(self, config: AgentConfig, backend: Backend) -> None:
+    def __init__(self, config: AgentConfig, backend: Backend,
+                 lease: LeaseHolder | None = None) -> None:
         self.config = config
         self.backend = backend
+        # The member's lease: given (kube: a Lease object) or the backend itself (sim).
+        self.lease = lease if lease is not None else (
+            backend if isinstance(backend, LeaseHolder) else None)
         self.store = CredentialStore(config.state_dir, config.cluster)
         self.hubs = HubList(parse_hubs(config.hub))
         self._leader_hint: str | None = None     # named by a standby that refused us
@@ -133,6 +138,7 @@ class Agent:
         self._live = False
         self._seq = 0
         self._beats = HeartbeatClock()
+        self._faults = MessageFaults()      # off unless FUYAO_AGENT_FAULTS asks (fault suite)
         self.sessions = 0
 
     async def run(self) -> None:
@@ -202,6 +208,7 @@ class Agent:
             return
         tasks: list[asyncio.Task[None]] = []
         self._beats.clear()
+        self._faults.reset()
         try:
             await self._renew(started, lease_from_metadata(accepted))
             hello = pb.Hello(
@@ -273,7 +280,7 @@ class Agent:
             if item is _BEAT:
                 beat = pb.Heartbeat(sent_unix_ms=now_ms())
                 self._beats.sent(beat.sent_unix_ms)
-                await call.write(pb.AgentMessage(heartbeat=beat))
+                await self._write(call, pb.AgentMessage(heartbeat=beat))
             elif item is _RESYNC:
                 await self._write_inventory(call)
             elif isinstance(item, NodesChanged):
@@ -283,9 +290,13 @@ class Agent:
                     upserted=[node_to_proto(n) for n in item.upserted],
                     removed=list(item.removed),
                 )
-                await call.write(pb.AgentMessage(delta=delta))
+                await self._write(call, pb.AgentMessage(delta=delta))
             elif isinstance(item, TaskChanged):
-                await call.write(pb.AgentMessage(task=item.status.to_proto()))
+                await self._write(call, pb.AgentMessage(task=item.status.to_proto()))
+
+    async def _write(self, call: Any, msg: pb.AgentMessage) -> None:
+        for out in self._faults.outgoing(msg):
+            await call.write(out)
 
     async def _read(self, call: Any) -> None:
         """Hub commands -> backend calls, until the hub ends the stream."""
@@ -324,8 +335,11 @@ class Agent:
 
     async def _renew(self, sent: float, lease_seconds: float | None) -> None:
         """Renew the member's lease on proof of a live session (see ``member_agent.lease``)."""
-        if lease_seconds and isinstance(self.backend, LeaseHolder):
-            await self.backend.renew_lease(sent, lease_seconds)
+        if lease_seconds and self.lease is not None:
+            try:
+                await self.lease.renew_lease(sent, lease_seconds)
+            except Exception as exc:   # not renewed: the member fences, the safe side
+                log.warning("could not renew the member's lease: %s", exc)
 
     async def _beat(self) -> None:
         while True:

@@ -19,6 +19,7 @@ from typing import Protocol, cast
 
 from fuyao.inventory import NodeInfo
 from fuyao.wire.v1 import agent_pb2 as pb
+from member_agent.faults import CLOCK_SKEW_MS
 
 
 class Phase(IntEnum):
@@ -40,7 +41,7 @@ class Phase(IntEnum):
 
 def now_ms() -> int:
     """Wall-clock milliseconds, as reports carry them."""
-    return int(time.time() * 1000)
+    return int(time.time() * 1000) + CLOCK_SKEW_MS
 
 
 @dataclass(frozen=True, slots=True)

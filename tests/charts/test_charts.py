@@ -135,7 +135,10 @@ def test_agent_chart_renders_valid_objects(values: dict[str, Any]) -> None:
     objects = render("fuyao-agent", values)
     for obj in objects:
         check(obj)
-    (agent,) = by_kind(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    # Two Deployments: the agent and its fencing watchdog (test_watchdog_chart.py).
+    deployment = next(o for o in objects if o["kind"] == "Deployment"
+                      and o["metadata"]["name"].endswith("-fuyao-agent"))
+    (agent,) = deployment["spec"]["template"]["spec"]["containers"]
     assert "--cluster=gpu-east" in agent["args"]
     assert ("--ca-cert=/etc/fuyao/join/ca.crt" in agent["args"]) is values.get("tls", True)
 

@@ -92,3 +92,25 @@ async def test_eviction_is_rate_limited_per_lost_cluster(tmp_path: Path) -> None
         await west.close()
     finally:
         await stop_harness(h)
+
+
+async def test_a_copy_that_finished_while_cut_off_ends_the_task_and_stops_its_replacement(
+        harness: HubHarness) -> None:
+    west = await ready_agent(harness, "west", [gpu_node("b-0", "NVIDIA-A100-PCIE-40GB", 8)])
+    east = await lost_cluster_with(harness, [{"name": "job", "gpu": 1}])
+    task_id = harness.hub.tasks.by_name("job").id   # type: ignore[union-attr]
+    await east.close()
+    moved = (await west.expect("place", timeout=15)).place
+    assert moved.generation == 2
+    back = RawAgent(harness.agent_address, "east")
+    back.credential = east.credential
+    await back.connect([gpu_node("a-0", "NVIDIA-A100-PCIE-40GB", 8)],
+                       tasks=[pb.TaskReport(task_id=task_id, generation=1,
+                                            phase=pb.TASK_PHASE_SUCCEEDED, node="a-0")])
+    cancel = (await west.expect("cancel", timeout=10)).cancel
+    assert (cancel.task_id, cancel.generation) == (task_id, 2)
+    view = await task(harness, "job")
+    assert view["state"] == "Succeeded"
+    assert "generation 1 on east succeeded while east was cut off" in view["message"]
+    await back.close()
+    await west.close()

@@ -83,6 +83,7 @@ class KubeBackend:
     ) -> None:
         opts = replace(options or KubeOptions(), **overrides)
         self.options = opts
+        self.api_client = api           # also renews the member's Lease (member_agent.kubelease)
         self._core = client.CoreV1Api(api)
         self._member = MemberSetup(api, opts)
         self.namespace = opts.namespace

@@ -44,6 +44,7 @@ TASK_ID_ANNOTATION = "fuyao.io/task-id"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 REPLICA_LABEL = "fuyao.io/replica"
+FAILOVER_LABEL = "fuyao.io/failover"
 NO_MATCH = "fuyao-no-node-matches"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _SIMPLE = {"=": "In", "in": "In", "!=": "NotIn", "notin": "NotIn"}
@@ -91,6 +92,7 @@ def pod_manifests(
         GENERATION_LABEL: str(command.generation),
         REPLICAS_LABEL: str(replicas),
         MANAGED_BY_LABEL: MANAGED_BY,
+        FAILOVER_LABEL: workload.failover or "restart-elsewhere",   # read by the watchdog
     }
     annotations = {
         TASK_ID_ANNOTATION: command.task_id,

@@ -27,6 +27,7 @@ import yaml
 
 from tests.agent.kubestandin.admission import Refused, validate_schema
 from tests.agent.kubestandin.cluster import Cluster
+from tests.agent.kubestandin.leases import Leases
 
 USER = "system:serviceaccount:fuyao-system:fuyao-agent"
 _KINDS = {"nodes": "Node", "pods": "Pod", "namespaces": "Namespace",
@@ -44,6 +45,7 @@ class KubeStandIn(Cluster):
         self.token = token
         self.denied: set[tuple[str, str]] = set()   # (verb, resource) RBAC forbids
         self.requests: list[tuple[str, str]] = []
+        self.leases = Leases()
         self.bookmarks_sent = 0
         self.bookmark_interval = bookmark_interval
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -114,6 +116,8 @@ class KubeStandIn(Cluster):
         verb = {"GET": "get" if name else "list", "POST": "create", "PATCH": "patch",
                 "DELETE": "delete"}.get(method, method.lower())
         self._authorize(verb, resource, ns)
+        if resource == "leases" and ns is not None:
+            return self.leases.serve(method, ns, name, body)
         dry_run = query.get("dryRun") == "All"
         with self.cond:
             if method == "GET":
@@ -366,5 +370,8 @@ def _handler(standin: KubeStandIn) -> type[BaseHTTPRequestHandler]:
 
         def do_PATCH(self) -> None:
             self._serve("PATCH")
+
+        def do_PUT(self) -> None:      # Lease renewals (leases.py)
+            self._serve("PUT")
 
     return Handler
