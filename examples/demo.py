@@ -6,7 +6,8 @@ join flow (REST join -> token file -> ``fuyao-agent`` registers over gRPC), subm
 example tasks with ``fuyaoctl task submit`` (two teams' into their own queues, created with
 ``fuyaoctl queue create``), waits for them to settle, and prints ``fuyaoctl cluster list``,
 ``cluster watch``, ``hub status``, ``task list``, ``queue list``, ``capacity``, ``capacity
-fit`` and ``capacity n-1``, and the web view's URL. ``--keep`` leaves it running.
+fit`` and ``capacity n-1``, a ``simulate`` what-if on the live fleet and queue, and the web
+view's URL. ``--keep`` leaves it running.
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ def main() -> int:
         fuyaoctl(stack, "capacity")
         fuyaoctl(stack, "capacity", "fit", "--gpu", "8", "--cpu", "1", "--memory", "1Gi")
         fuyaoctl(stack, "capacity", "n-1")
+        # what if gpu-east got one 16-GPU H100 node: would the queue (too-big) be placed?
+        fuyaoctl(stack, "simulate", "--from-hub", "--queue", "--arrival", "10",
+                 "--add-nodes", "cluster=gpu-east,model=H100,count=1,gpus=16,cpu=192,"
+                 "memory=2Ti")
         fuyaoctl(stack, "auth", "token", "create", "ci-bot", "--role", "submitter",
                  "--queue", "default", "--expires", "30d")
         fuyaoctl(stack, "audit", "--limit", "5")

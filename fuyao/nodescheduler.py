@@ -12,6 +12,11 @@ accelerators, whatever the policy, like a ``nvidia.com/gpu:PreferNoSchedule`` ta
 nodes: it goes to a node with devices only when no accelerator-free node fits, and then the
 policy's score picks among those. GPU requests (shares and whole cards) are scored as before.
 
+``fgd`` is the FGD paper's policy (``fuyao.fragmentation``): the node - and, for a share,
+the card - whose free GPUs stay most usable for the expected task shapes (the least growth
+of fragmentation against a ``ShapeMix``), then best-fit, then the name; CPU-only replicas
+keep the accelerator-free preference and then take the node where they fragment least.
+
 Accounting is per GPU device, so ``DeviceInfo.free_milli`` stays truthful: a whole-card
 request takes cards with ``free_milli == 1000``; a share (< 1000 milli) takes part of one
 card, best-fit choosing the fullest card it still fits on.
@@ -19,14 +24,17 @@ card, best-fit choosing the fullest card it still fits on.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
 from fuyao.errors import FuyaoError
+from fuyao.fragmentation import DEFAULT_MIX, ShapeMix
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
+from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
 
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -37,6 +45,11 @@ REASON_MEMORY = "Insufficient memory"
 REASON_GPU = "Insufficient nvidia.com/gpu"
 REASON_GPU_MEMORY = "node(s) had no GPU with enough memory"
 WHOLE = 1000
+_JUDGED_NODES = 100_000
+_JUDGED_SHAPES = 256
+
+Devices = tuple[tuple[str, int], ...]
+Candidate = tuple[bool, float, float, str, Devices]   # accelerators spent, FGD, -score, name
 
 
 class Policy(StrEnum):
@@ -44,6 +57,7 @@ class Policy(StrEnum):
 
     BEST_FIT = "best-fit"
     SPREAD = "spread"
+    FGD = "fgd"
 
 
 class NodeMatcher(Protocol):
@@ -96,6 +110,7 @@ class _Node:
     unschedulable: bool
     devices: list[_Device]
     used: ResourceAmounts = field(default_factory=ResourceAmounts)
+    version: int = 0   # bumped on every bind and release (judgements are kept by it)
 
     @property
     def free(self) -> ResourceAmounts:
@@ -119,8 +134,13 @@ class _Node:
 class LocalScheduler:
     """Node state of one simulated member and the bind / release operations on it."""
 
-    def __init__(self, nodes: Iterable[NodeInfo], policy: Policy = Policy.BEST_FIT) -> None:
+    def __init__(self, nodes: Iterable[NodeInfo], policy: Policy = Policy.BEST_FIT,
+                 mix: ShapeMix | None = None) -> None:
         self.policy = policy
+        self.mix = mix or DEFAULT_MIX   # the expected task shapes (``fgd`` only)
+        self._judged: dict[str, tuple[int, dict[int, str | Candidate]]] = {}
+        self._keys: dict[tuple[str, TaskRequests], int] = {}
+        self._next_key = itertools.count()
         self._nodes: dict[str, _Node] = {}
         for node in nodes:
             self._nodes[node.name] = _Node(
@@ -169,24 +189,38 @@ class LocalScheduler:
             by_id = {d.id: d for d in node.devices}
             for device_id, milli in binding.devices:
                 by_id[device_id].free_milli += milli
+            node.version += 1
 
     def _bind_one(self, req: TaskRequests, selector: NodeMatcher) -> Binding | Unfit:
         reasons: Counter[str] = Counter()
-        candidates: list[tuple[bool, float, str, tuple[tuple[str, int], ...]]] = []
-        cpu_only = req.gpu_milli == 0 and not req.gpu_mem_mib
+        candidates: list[tuple[bool, float, float, str, Devices]] = []
+        # A node's judgement of one (selector, request) is kept until the node changes;
+        # only parsed selectors (whose text says what they match) are keyed.
+        key = self._key(selector, req)
+        judged = self._judged
         for node in self._nodes.values():
-            verdict = self._filter(node, req, selector)
+            kept = judged.get(node.name) if key is not None else None
+            if kept is None or kept[0] != node.version:
+                if len(judged) >= _JUDGED_NODES and key is not None:
+                    judged.clear()
+                kept = (node.version, {})
+                if key is not None:
+                    judged[node.name] = kept
+            verdict = kept[1].get(key) if key is not None else None
+            if verdict is None:
+                verdict = self._judge(node, req, selector)
+                if key is not None:
+                    if len(kept[1]) >= _JUDGED_SHAPES:
+                        kept[1].clear()
+                    kept[1][key] = verdict
             if isinstance(verdict, str):
                 reasons[verdict] += 1
             else:
-                # Accelerator nodes last for CPU-only work (a soft taint), then the policy.
-                spends_accelerators = cpu_only and bool(node.devices)
-                candidates.append(
-                    (spends_accelerators, -self._score(node, req), node.name, verdict))
+                candidates.append(verdict)
         if not candidates:
             parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=_by_count))
             return Unfit(f"0/{len(self._nodes)} nodes are available: {parts}.")
-        _, _, name, devices = min(candidates)
+        _, _, _, name, devices = min(candidates)
         node = self._nodes[name]
         node.used = ResourceAmounts(
             cpu_milli=node.used.cpu_milli + req.cpu_milli,
@@ -196,7 +230,35 @@ class LocalScheduler:
         by_id = {d.id: d for d in node.devices}
         for device_id, milli in devices:
             by_id[device_id].free_milli -= milli
+        node.version += 1
         return Binding(name, req.cpu_milli, req.memory_mib, devices)
+
+    def _key(self, selector: NodeMatcher, req: TaskRequests) -> int | None:
+        """A small number for (selector text, request): what judgements are kept under."""
+        if not isinstance(selector, Selector):
+            return None
+        pair = (str(selector), req)
+        key = self._keys.get(pair)
+        if key is None:
+            if len(self._keys) >= _JUDGED_SHAPES:   # numbers are never reused
+                self._keys.clear()
+            key = self._keys[pair] = next(self._next_key)
+        return key
+
+    def _judge(self, node: _Node, req: TaskRequests, selector: NodeMatcher) -> str | Candidate:
+        """A rejection reason, or the node's sort key as a candidate (lowest wins)."""
+        verdict = self._filter(node, req, selector)
+        if isinstance(verdict, str):
+            return verdict
+        # Accelerator nodes last for CPU-only work (a soft taint), then the policy.
+        spends_accelerators = req.gpu_milli == 0 and not req.gpu_mem_mib and bool(node.devices)
+        gradient = 0.0
+        if self.policy is Policy.FGD and not req.gpu_mem_mib:   # memory shares: best-fit
+            gradient, verdict = self._gradient(node, req, verdict)
+            tie = gpu_used_after([d.free_milli for d in node.devices], req) if node.devices \
+                else self._score(node, req)
+            return (spends_accelerators, gradient, -tie, node.name, verdict)
+        return (spends_accelerators, gradient, -self._score(node, req), node.name, verdict)
 
     def _filter(
         self, node: _Node, req: TaskRequests, selector: NodeMatcher
@@ -230,7 +292,7 @@ class LocalScheduler:
             fits = [d for d in big_enough if d.free_milli >= req.gpu_milli]
             if not fits:
                 return REASON_GPU
-            if self.policy is Policy.BEST_FIT:
+            if self.policy is not Policy.SPREAD:
                 chosen = min(fits, key=lambda d: (d.free_milli, d.id))
             else:
                 chosen = min(fits, key=lambda d: (-d.free_milli, d.id))
@@ -240,6 +302,26 @@ class LocalScheduler:
         if len(whole) < wanted:
             return REASON_GPU
         return tuple((d.id, WHOLE) for d in whole[:wanted])
+
+    def _gradient(
+        self, node: _Node, req: TaskRequests, devices: tuple[tuple[str, int], ...],
+    ) -> tuple[float, tuple[tuple[str, int], ...]]:
+        """FGD: how much the node's fragmentation grows, and the devices that grow it least."""
+        free = node.free
+        frees = [d.free_milli for d in node.devices]
+        if not req.gpu_milli:
+            before = self.mix.fragment(free.cpu_milli, free.memory_mib, frees)
+            after = self.mix.fragment(free.cpu_milli - req.cpu_milli,
+                                      free.memory_mib - req.memory_mib, frees)
+            return after - before, devices
+        eligible = [d.memory_mib >= req.gpu_memory_mib for d in node.devices]
+        found = self.mix.best(free.cpu_milli, free.memory_mib, frees, eligible,
+                              req.cpu_milli, req.memory_mib, req.gpu_milli)
+        if found is None:   # the filter's devices fit; keep them (cannot happen in practice)
+            return 0.0, devices
+        delta, taken = found
+        share = min(req.gpu_milli, WHOLE)
+        return delta, tuple((node.devices[i].id, share) for i in taken)
 
     def _pick_memory(self, node: _Node, req: TaskRequests) -> str | tuple[tuple[str, int], ...]:
         """GPU memory sharing, per device: ``gpu_mem_mib`` of one device is the share
@@ -254,24 +336,36 @@ class LocalScheduler:
                                                          req.gpu_milli))]
         if not fits:
             return REASON_GPU
-        _, _, chosen, need = (min(fits) if self.policy is Policy.BEST_FIT
+        _, _, chosen, need = (min(fits) if self.policy is not Policy.SPREAD
                               else min(fits, key=lambda f: (-f[0], f[1])))
         return ((chosen.id, need),)
 
     def _score(self, node: _Node, req: TaskRequests) -> float:
         """Fraction of the node in use after placing the replica (mean over resources)."""
-        alloc = node.allocatable
-        fractions = [
-            (node.used.cpu_milli + req.cpu_milli) / alloc.cpu_milli if alloc.cpu_milli else 1.0,
-            (node.used.memory_mib + req.memory_mib) / alloc.memory_mib
-            if alloc.memory_mib
-            else 1.0,
-        ]
-        if node.devices:
-            taken = sum(WHOLE - d.free_milli for d in node.devices) + req.gpu_milli
-            fractions.append(taken / (WHOLE * len(node.devices)))
-        used = sum(fractions) / len(fractions)
-        return used if self.policy is Policy.BEST_FIT else 1.0 - used
+        used = used_after(node.allocatable, node.used.cpu_milli, node.used.memory_mib,
+                          [d.free_milli for d in node.devices], req)
+        return 1.0 - used if self.policy is Policy.SPREAD else used
+
+
+def used_after(allocatable: ResourceAmounts, used_cpu: int, used_memory: int,
+               frees: Sequence[int], req: TaskRequests) -> float:
+    """Mean fraction of cpu, memory and (with devices) GPU in use once one replica of
+    ``req`` is placed: best-fit's score (``spread`` takes its complement)."""
+    fractions = [
+        (used_cpu + req.cpu_milli) / allocatable.cpu_milli if allocatable.cpu_milli else 1.0,
+        (used_memory + req.memory_mib) / allocatable.memory_mib
+        if allocatable.memory_mib else 1.0,
+    ]
+    if frees:
+        taken = sum(WHOLE - f for f in frees) + req.gpu_milli
+        fractions.append(taken / (WHOLE * len(frees)))
+    return sum(fractions) / len(fractions)
+
+
+def gpu_used_after(frees: Sequence[int], req: TaskRequests) -> float:
+    """The GPU fraction of a node in use once one replica of ``req`` is placed: the ``fgd``
+    policy's tie-break among nodes whose fragmentation grows alike (member and hub)."""
+    return (sum(WHOLE - f for f in frees) + req.gpu_milli) / (WHOLE * len(frees))
 
 
 def memory_share(memory_mib: int, device_mib: int, compute_milli: int = 0) -> int:

@@ -24,7 +24,7 @@ from fuyaoctl.client import TERMINAL_STATES
 from fuyaoctl.commands import auth as auth_commands
 from fuyaoctl.commands import capacity as capacity_commands
 from fuyaoctl.commands import catalog as catalog_commands
-from fuyaoctl.commands import cluster_token, explain, profile, taint
+from fuyaoctl.commands import cluster_token, explain, profile, simulate, taint
 from fuyaoctl.commands import config as config_commands
 from fuyaoctl.commands import queue as queue_commands
 from fuyaoctl.config import Config
@@ -372,6 +372,7 @@ cluster.add_command(taint.cluster_taint)
 cli.add_command(catalog_commands.catalog)
 cli.add_command(profile.profile)
 cli.add_command(queue_commands.queue)
+cli.add_command(simulate.simulate)
 
 cli.add_command(capacity_commands.capacity)
 cli.add_command(auth_commands.auth)

@@ -45,6 +45,7 @@ from fuyao.identity import (
     WhoAmI,
 )
 from fuyao.insight import CatalogView, DryRunView, ExplainView
+from fuyao.inventory import NodeInfo
 from fuyao.pushjoin import PushJoinRequest, PushJoinResponse
 from fuyao.spec import (
     DEFAULT_HEADROOM,
@@ -75,6 +76,7 @@ _TASKS = TypeAdapter(list[TaskView])
 _CAPACITY = TypeAdapter(list[CapacityRow])
 _AUDIT = TypeAdapter(list[AuditEntry])
 _CLUSTER = TypeAdapter(ClusterView)
+_NODES = TypeAdapter(list[NodeInfo])
 _TASK = TypeAdapter(TaskView)
 _JOIN = TypeAdapter(JoinResponse)
 _OBJECT = TypeAdapter(dict[str, Any])
@@ -196,6 +198,10 @@ class Client(QueueCalls, CapacityApi):
     def get_cluster(self, name: str) -> ClusterView:
         """One cluster; NotFound if it does not exist."""
         return self._parse(_CLUSTER, self._call("GET", f"/clusters/{_seg(name)}"))
+
+    def cluster_nodes(self, name: str) -> list[NodeInfo]:
+        """A cluster's nodes as the hub holds them (labels, allocatable, free, devices)."""
+        return self._parse(_NODES, self._call("GET", f"/clusters/{_seg(name)}/nodes"))
 
     def cordon(self, name: str) -> ClusterView:
         """Stop new placements on a cluster; what runs there keeps running."""

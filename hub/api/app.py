@@ -31,6 +31,7 @@ from hub.api import (
     explain,
     ha,
     jointokens,
+    nodes,
     planning,
     profiles,
     queues,
@@ -84,6 +85,7 @@ def create_app(hub: Hub) -> FastAPI:
     app.state.hub = hub
     app.include_router(clusters.router)
     app.include_router(jointokens.router)
+    app.include_router(nodes.router)
     app.include_router(push_api.router)
     app.include_router(explain.router)
     app.include_router(profiles.router)

@@ -14,11 +14,15 @@ from hub.placement.plugins.accelerator_fit import AcceleratorFit
 from hub.placement.plugins.cluster_affinity import ClusterAffinity
 from hub.placement.plugins.cluster_ready import ClusterReady
 from hub.placement.plugins.cluster_weight import ClusterWeight
+from hub.placement.plugins.dynamic_weight import DynamicWeight
 from hub.placement.plugins.fleet_reservation import FleetReservation
+from hub.placement.plugins.fragmentation import Fragmentation
 from hub.placement.plugins.headroom import Headroom
 from hub.placement.plugins.least_overqualified import LeastOverqualified
 from hub.placement.plugins.node_fit import NodeFit
 from hub.placement.plugins.pack import Pack
+from hub.placement.plugins.random_cluster import RandomCluster
+from hub.placement.plugins.static_weight import StaticWeight
 from hub.placement.plugins.taint_toleration import TaintToleration
 from hub.placement.plugins.task_selector import TaskSelector
 
@@ -36,6 +40,10 @@ DEFAULT_REGISTRY: Registry = MappingProxyType({
     LeastOverqualified.name: LeastOverqualified,
     Pack.name: Pack,
     TaintToleration.name: TaintToleration,
+    Fragmentation.name: Fragmentation,          # the fgd profile (hub.placement.profiles)
+    RandomCluster.name: RandomCluster,          # baselines: random, Karmada static and
+    StaticWeight.name: StaticWeight,            # dynamic weights
+    DynamicWeight.name: DynamicWeight,
 })
 
 

@@ -5,5 +5,5 @@ every question with the hub's own scheduler and fit code on a copy of the live f
 (``snapshot.copy_fleet``). ``fit`` counts how many more tasks of a shape fit; ``failover``
 judges N-1; ``fragmentation`` measures FGD fragmentation against a shape distribution;
 ``report`` groups capacity rows; ``history`` samples capacity into the store.
-See docs/capacity.md.
+See docs/capacity.md. ``simulate`` is ``fuyaoctl simulate``'s offline engine (docs/simulate.md).
 """

@@ -1,0 +1,176 @@
+"""GPU fragmentation against a task-shape mix (the FGD paper's measure), and its gradient.
+
+"Beware of Fragmentation" (Weng et al., ATC'23) calls a node's free GPU capacity fragmented
+for a task shape when a task of that shape cannot use it: all of it when the node lacks the
+cpu or memory the shape needs; for a share of one card, the cards with less free than the
+share; for whole cards, the partly used cards (or everything when too few cards are wholly
+free). A node's fragmentation is the popularity-weighted sum over the expected shapes, and
+FGD places each task where that sum grows least (the fragmentation *gradient*).
+
+Shared ground: the member's ``fgd`` node policy (``fuyao.nodescheduler``) and the hub's
+``Fragmentation`` placement plugin (``hub.placement.plugins.fragmentation``) both call
+``ShapeMix.best``, so the cluster the hub picks holds the node the member will bind. The
+capacity views read ``ShapeMix.fragment`` for stranded GPUs.
+
+Cost: a node's fragmentation depends on its cpu and memory only through "at least shape s's
+demand", so values are memoized by (cpu rank, memory rank, sorted free shares); a fleet has
+few distinct such states, and a decision is mostly dictionary look-ups.
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fuyao.errors import InvalidInput
+from fuyao.spec import TaskRequests
+
+WHOLE = 1000
+_MEMO_LIMIT = 200_000
+
+FreeState = tuple[int, int, tuple[int, ...]]   # cpu rank, memory rank, sorted free shares
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """One expected task shape: per-replica cpu and memory, GPU per card, cards, popularity."""
+
+    cpu_milli: int
+    memory_mib: int
+    gpu_milli: int            # < 1000: a share of one card; 1000: whole cards
+    cards: int = 1
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.cpu_milli < 0 or self.memory_mib < 0 or self.weight < 0:
+            raise InvalidInput(f"task shape {self}: amounts and weight must be >= 0")
+        if not 0 < self.gpu_milli <= WHOLE or self.cards < 1:
+            raise InvalidInput(f"task shape {self}: needs 1..1000 milli-GPU and >= 1 card")
+        if self.cards > 1 and self.gpu_milli != WHOLE:
+            raise InvalidInput(f"task shape {self}: only one card can be shared")
+
+
+class ShapeMix:
+    """Expected GPU task shapes with normalized popularity; memoizes node fragmentation.
+
+    CPU-only shapes are left out: every node's free GPUs are equally useless to them, a
+    constant that never changes which node is best.
+    """
+
+    def __init__(self, shapes: Iterable[Shape]) -> None:
+        kept = [s for s in shapes if s.weight > 0]
+        total = sum(s.weight for s in kept)
+        if not kept or total <= 0:
+            raise InvalidInput("task shape mix: needs at least one GPU shape with weight > 0")
+        self.shapes = tuple(
+            Shape(s.cpu_milli, s.memory_mib, s.gpu_milli, s.cards, s.weight / total)
+            for s in sorted(kept, key=lambda s: (s.cards, s.gpu_milli, s.cpu_milli,
+                                                  s.memory_mib)))
+        self._cpus = sorted({s.cpu_milli for s in self.shapes})
+        self._mems = sorted({s.memory_mib for s in self.shapes})
+        # Per shape: (index of its cpu threshold, of its memory threshold, share, cards, p).
+        self._rows = tuple(
+            (self._cpus.index(s.cpu_milli), self._mems.index(s.memory_mib), s.gpu_milli,
+             s.cards, s.weight) for s in self.shapes)
+        self._memo: dict[FreeState, float] = {}
+
+    @classmethod
+    def from_requests(cls, requests: Iterable[TaskRequests]) -> ShapeMix:
+        """The mix of a workload: GPU tasks grouped by (cards, share), each group with the
+        median cpu and memory of its tasks (what FGD calls typical pods) and weighted by the
+        GPU its tasks ask for in all (FGD weighs by task count; weighing by GPU demand kept
+        more whole cards usable on the openb trace: +0.1-0.2 points, see benchmarks.md)."""
+        groups: dict[tuple[int, int], list[TaskRequests]] = defaultdict(list)
+        for r in requests:
+            if r.gpu_milli:
+                cards = max(1, r.gpu_milli // WHOLE)
+                groups[(cards, min(r.gpu_milli, WHOLE))].append(r)
+        return cls(Shape(int(statistics.median(r.cpu_milli for r in rs)),
+                         int(statistics.median(r.memory_mib for r in rs)), milli, cards,
+                         float(len(rs) * milli * cards))
+                   for (cards, milli), rs in groups.items())
+
+    def describe(self) -> list[dict[str, float | int]]:
+        """The shapes as plain data (for JSON reports)."""
+        return [{"cpu_milli": s.cpu_milli, "memory_mib": s.memory_mib, "gpu_milli": s.gpu_milli,
+                 "cards": s.cards, "weight": round(s.weight, 4)} for s in self.shapes]
+
+    # -- the measure -----------------------------------------------------------------------
+
+    def fragment(self, cpu_milli: int, memory_mib: int, frees: Sequence[int]) -> float:
+        """Expected free milli-GPU of a node that the mix's tasks cannot use."""
+        state = (bisect_right(self._cpus, cpu_milli), bisect_right(self._mems, memory_mib),
+                 tuple(sorted(frees)))
+        return self._fragment(state)
+
+    def _fragment(self, state: FreeState) -> float:
+        known = self._memo.get(state)
+        if known is not None:
+            return known
+        cpu_rank, mem_rank, frees = state
+        total = sum(frees)
+        value = 0.0
+        if total:
+            full = frees.count(WHOLE)
+            for cpu_at, mem_at, milli, cards, weight in self._rows:
+                if cpu_at >= cpu_rank or mem_at >= mem_rank:
+                    value += weight * total            # the node cannot host the shape at all
+                elif milli < WHOLE:
+                    value += weight * sum(f for f in frees if f < milli)
+                elif full >= cards:
+                    value += weight * (total - full * WHOLE)
+                else:
+                    value += weight * total
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[state] = value
+        return value
+
+    # -- the gradient ------------------------------------------------------------------------
+
+    def best(
+        self, cpu_milli: int, memory_mib: int, frees: Sequence[int], eligible: Sequence[bool],
+        req_cpu: int, req_memory: int, req_gpu_milli: int,
+    ) -> tuple[float, tuple[int, ...]] | None:
+        """The least fragmentation growth of placing one replica on this node, and the device
+        indices it takes (``eligible[i]``: device ``i`` may be used); None if it does not fit.
+
+        ``frees`` are the node's free shares of every device (all count for fragmentation);
+        a share goes on the eligible card whose choice fragments least, ties to the first.
+        """
+        if req_cpu > cpu_milli or req_memory > memory_mib or not req_gpu_milli:
+            return None
+        before = self.fragment(cpu_milli, memory_mib, frees)
+        cpu_rank = bisect_right(self._cpus, cpu_milli - req_cpu)
+        mem_rank = bisect_right(self._mems, memory_mib - req_memory)
+        if req_gpu_milli >= WHOLE:
+            wanted = req_gpu_milli // WHOLE
+            taken = tuple(i for i, f in enumerate(frees) if f >= WHOLE and eligible[i])[:wanted]
+            if len(taken) < wanted:
+                return None
+            after = [0 if i in taken else f for i, f in enumerate(frees)]
+            return self._fragment((cpu_rank, mem_rank, tuple(sorted(after)))) - before, taken
+        best: tuple[float, tuple[int, ...]] | None = None
+        tried: set[int] = set()
+        for i, free in enumerate(frees):
+            if free < req_gpu_milli or not eligible[i] or free in tried:
+                continue
+            tried.add(free)
+            after = list(frees)
+            after[i] = free - req_gpu_milli
+            delta = self._fragment((cpu_rank, mem_rank, tuple(sorted(after)))) - before
+            if best is None or delta < best[0]:
+                best = (delta, (i,))
+        return best
+
+
+DEFAULT_MIX = ShapeMix([
+    Shape(4000, 16384, 250, 1, 1.0), Shape(6000, 24576, 500, 1, 2.0),
+    Shape(8000, 32768, WHOLE, 1, 4.0), Shape(16000, 65536, WHOLE, 2, 1.0),
+    Shape(32000, 131072, WHOLE, 4, 0.5), Shape(64000, 262144, WHOLE, 8, 0.5),
+])
+"""The mix assumed when none is given (a live member before it knows its workload): shares
+of a quarter and a half card, one card most often, and 2/4/8-card jobs."""

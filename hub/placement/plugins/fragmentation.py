@@ -1,0 +1,170 @@
+"""Fragmentation filter and score: the cluster whose best node fragments least (FGD).
+
+The FGD paper's idea at cluster level (``fuyao.fragmentation``): for a one-replica GPU task,
+every node of the cluster that fits is judged by how much its fragmentation against the
+expected task shapes (a ``ShapeMix``) would grow, and the cluster is as good as its best
+node. The filter records that node (and its model) as the cluster's fit in the
+``CycleState``, so the reservation, Headroom's check and the model pinned for the member
+follow it, and a member running the ``fgd`` node policy - the same function - binds there.
+It never rejects: NodeFit does. The score's raw value is the growth (lower is better);
+``normalize`` maps the best feasible cluster to 100 and the worst to 0.
+
+Gangs (several replicas) and CPU-only tasks are left to NodeFit's fit and score neutral.
+A node's answer is kept while its ``NodeState`` (rebuilt on every change) stays the same.
+Ties go to the node with more GPU in use (``fuyao.nodescheduler.gpu_used_after``), then the
+name, exactly as the ``fgd`` member breaks them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import ClassVar
+
+from fuyao.fragmentation import DEFAULT_MIX, ShapeMix
+from fuyao.nodescheduler import gpu_used_after
+from fuyao.spec import TaskRequests
+from hub.fleet import ClusterInfo, Fit, NodeState
+from hub.placement.framework import (
+    MAX_SCORE,
+    MIN_SCORE,
+    SUCCESS,
+    CycleState,
+    Handle,
+    PlacementRequest,
+    Status,
+)
+
+NAME = "Fragmentation"
+_NEUTRAL = 0.0
+_NODES_KEPT = 200_000
+
+# (growth, -fullness after, model of the devices taken), or None: the replica does not fit
+NodeAnswer = tuple[float, float, str | None] | None
+Entry = tuple[float, float, str, str | None]   # growth, -fullness, node, model: lowest wins
+_TABLES_KEPT = 4096
+
+
+class _Table:
+    """One (cluster, request shape)'s node entries: what was judged, and a min-heap."""
+
+    __slots__ = ("current", "heap", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, NodeState] = {}
+        self.current: dict[str, Entry | None] = {}
+        self.heap: list[Entry] = []
+
+
+class Fragmentation:
+    """Chooses, per cluster, the node whose free GPUs stay most usable; ranks clusters by it."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, handle: Handle, mix: ShapeMix | None = None) -> None:
+        del handle
+        self.mix = mix or DEFAULT_MIX
+        self._decision: CycleState | None = None
+        self._growth: dict[str, float] = {}
+        self._answers: dict[str, tuple[NodeState, dict[tuple[int, int, int, int], NodeAnswer]]] = {}
+        self._tables: dict[tuple[str, str, TaskRequests], _Table] = {}
+
+    def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+        """Record the least-fragmenting node as this cluster's fit (never rejects)."""
+        if self._decision is not ctx:
+            self._decision, self._growth = ctx, {}
+        r = req.requests
+        if not r.gpu_milli or r.replicas != 1:
+            return SUCCESS
+        best = self._best(cluster, req)
+        if best is not None:
+            self._growth[cluster.name] = best[0]
+            ctx.fits[cluster.name] = Fit((best[2],), best[3])
+        return SUCCESS
+
+    def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        """Raw: the least growth of fragmentation in this cluster (``normalize`` ranks it)."""
+        if self._decision is not ctx:
+            return _NEUTRAL
+        return self._growth.get(cluster.name, _NEUTRAL)
+
+    def normalize(self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[str],
+                  scores: list[float]) -> None:
+        """Least growth -> 100, most -> 0 (all 100 when they are equal)."""
+        if not scores:
+            return
+        low, high = min(scores), max(scores)
+        if high - low <= 1e-9:
+            scores[:] = [MAX_SCORE] * len(scores)
+            return
+        span = high - low
+        scores[:] = [min(MAX_SCORE, max(MIN_SCORE, MAX_SCORE * (high - s) / span))
+                     for s in scores]
+
+    def _best(self, cluster: ClusterInfo, req: PlacementRequest) -> Entry | None:
+        """The cluster's least-fragmenting node for this request shape.
+
+        A ``_Table`` per (cluster, shape) keeps every node's entry in a heap; only nodes whose
+        ``NodeState`` changed since the table last looked are judged again (entries of
+        changed or removed nodes are dropped lazily when they reach the top).
+        """
+        key = (cluster.name, req.selector_key, req.requests)
+        table = self._tables.get(key)
+        if table is None:
+            if len(self._tables) >= _TABLES_KEPT:
+                self._tables.clear()
+            table = self._tables[key] = _Table()
+        seen, current, heap = table.seen, table.current, table.heap
+        found = cluster.matching(req.selector, req.selector_key)
+        for group in found.groups:
+            for name, node in group.nodes.items():
+                if seen.get(name) is node:
+                    continue
+                seen[name] = node
+                answer = None
+                if not found.per_node or req.selector.matches(node.labels):
+                    answer = self._answer(node, req.requests)
+                entry = None if answer is None else (answer[0], answer[1], name, answer[2])
+                current[name] = entry
+                if entry is not None:
+                    heapq.heappush(heap, entry)
+        if len(heap) > 4 * len(current) + 64:   # mostly stale entries: rebuild
+            heap[:] = [e for e in current.values() if e is not None]
+            heapq.heapify(heap)
+        while heap:
+            top = heap[0]
+            name = top[2]
+            if current.get(name) == top and cluster.node(name) is seen.get(name):
+                return top
+            heapq.heappop(heap)
+        return None
+
+    def _answer(self, node: NodeState, r: TaskRequests) -> NodeAnswer:
+        """One node's growth for this request shape, kept while the node is unchanged; ties
+        go to the node with more GPU in use, then the name, as in the ``fgd`` member."""
+        cpu, memory, gpu_milli, gpu_memory = r.cpu_milli, r.memory_mib, r.gpu_milli, \
+            r.gpu_memory_mib
+        if not node.schedulable or node.pods < 1 or node.cpu < cpu or node.mem < memory:
+            return None
+        kept = self._answers.get(node.name)
+        if kept is None or kept[0] is not node:
+            if len(self._answers) >= _NODES_KEPT:
+                self._answers.clear()
+            kept = self._answers[node.name] = (node, {})
+        key = (cpu, memory, gpu_milli, gpu_memory)
+        if key in kept[1]:
+            return kept[1][key]
+        frees: list[int] = []
+        eligible: list[bool] = []
+        models: list[str] = []
+        for (model, device_memory), slot in node.classes.items():
+            for free in slot.frees:
+                frees.append(free)
+                eligible.append(device_memory >= gpu_memory)
+                models.append(model)
+        found = self.mix.best(node.cpu, node.mem, frees, eligible, cpu, memory, gpu_milli)
+        answer = None if found is None else (
+            found[0], -gpu_used_after(frees, r),
+            models[found[1][0]])
+        kept[1][key] = answer
+        return answer

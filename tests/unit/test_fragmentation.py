@@ -1,0 +1,113 @@
+"""FGD's fragmentation measure and gradient on nodes small enough to check by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fuyao.errors import InvalidInput
+from fuyao.fragmentation import Shape, ShapeMix
+from fuyao.inventory import NodeInfo
+from fuyao.nodebuild import build_node
+from fuyao.nodescheduler import LocalScheduler, Policy
+from fuyao.selector import parse_selector
+from fuyao.spec import TaskRequests
+
+HALF = ShapeMix([Shape(1000, 1024, 500)])            # every task: half a card
+CARD = ShapeMix([Shape(1000, 1024, 1000)])           # every task: one whole card
+PAIR = ShapeMix([Shape(1000, 1024, 1000, cards=2)])  # every task: two whole cards
+
+
+@pytest.mark.parametrize(("mix", "cpu", "frees", "want"), [
+    (HALF, 8000, (1000, 300), 300),      # the 300 left on a card cannot take a half
+    (HALF, 8000, (1000, 600), 0),        # both cards can
+    (CARD, 8000, (1000, 300), 300),      # a whole-card task uses the free card only
+    (PAIR, 8000, (1000, 300), 1300),     # a two-card task fits nowhere: all of it is stranded
+    (HALF, 500, (1000, 1000), 2000),     # not enough cpu for the shape: every free GPU stranded
+    (HALF, 8000, (), 0),                 # no GPUs, nothing to strand
+], ids=["share-leftover", "share-fits", "card-partial", "pair-short", "cpu-starved", "cpu-node"])
+def test_fragment_is_the_free_gpu_the_shapes_cannot_use(
+        mix: ShapeMix, cpu: int, frees: tuple[int, ...], want: int) -> None:
+    assert mix.fragment(cpu, 1 << 20, frees) == want
+
+
+def test_mix_weights_shapes_by_popularity() -> None:
+    mix = ShapeMix([Shape(1000, 1024, 500, weight=3), Shape(1000, 1024, 1000, cards=2)])
+    # half-card tasks (p=0.75) strand the 300; two-card tasks (p=0.25) strand all 1300
+    assert mix.fragment(8000, 1 << 20, (1000, 300)) == pytest.approx(0.75 * 300 + 0.25 * 1300)
+
+
+def test_gradient_puts_a_half_on_the_whole_card_not_the_leftover() -> None:
+    # On (1000, 600): on the 600 card it leaves 100 nobody can use (+100); on the whole card
+    # it leaves (500, 600), both usable (+0). Best-fit would take the fuller 600 card.
+    delta, taken = HALF.best(8000, 1 << 20, (1000, 600), (True, True), 1000, 1024, 500) or (0, ())
+    assert (delta, taken) == (0, (0,))
+
+
+def test_gradient_refuses_what_does_not_fit() -> None:
+    assert HALF.best(500, 1 << 20, (1000,), (True,), 1000, 1024, 500) is None     # cpu
+    assert HALF.best(8000, 1 << 20, (400,), (True,), 1000, 1024, 500) is None     # share
+    assert HALF.best(8000, 1 << 20, (1000,), (False,), 1000, 1024, 500) is None   # memory
+    assert CARD.best(8000, 1 << 20, (1000, 500), (True, True), 1000, 1024, 2000) is None
+
+
+def test_mix_from_requests_groups_gpu_tasks_and_drops_cpu_only() -> None:
+    reqs = [TaskRequests(cpu_milli=c, memory_mib=1024, gpu_milli=g, gpu_memory_mib=0,
+                         replicas=1)
+            for c, g in [(1000, 500), (3000, 500), (2000, 500), (4000, 0), (8000, 2000)]]
+    mix = ShapeMix.from_requests(reqs)
+    assert [(s.cards, s.gpu_milli, s.cpu_milli, round(s.weight, 2)) for s in mix.shapes] == [
+        (1, 500, 2000, 0.43), (2, 1000, 8000, 0.57)]     # weighted by GPU asked: 1500 : 2000
+
+
+@pytest.mark.parametrize("shape", [
+    lambda: Shape(1000, 1024, 0), lambda: Shape(1000, 1024, 500, cards=2),
+    lambda: Shape(-1, 1024, 500)], ids=["no-gpu", "shared-pair", "negative"])
+def test_bad_shapes_are_refused(shape: object) -> None:
+    with pytest.raises(InvalidInput):
+        shape()  # type: ignore[operator]
+
+
+def test_empty_mix_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="at least one GPU shape"):
+        ShapeMix([])
+
+
+def node(name: str, free_milli: int) -> NodeInfo:
+    """A one-T4 node with ``free_milli`` of its card free."""
+    base = build_node(name, {"nvidia.com/gpu.product": "T4"},
+                      {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"})
+    return replace(base, devices=tuple(replace(d, free_milli=free_milli) for d in base.devices))
+
+
+def test_fgd_member_keeps_the_whole_card_whole_where_best_fit_strands_a_leftover() -> None:
+    nodes = [node("a", 600), node("b", 1000)]   # a: 600 free, b: a whole free card
+    half = TaskRequests(cpu_milli=1000, memory_mib=1024, gpu_milli=500, gpu_memory_mib=0,
+                        replicas=1)
+    fit = LocalScheduler(nodes, Policy.BEST_FIT, HALF).schedule(half, parse_selector(""))
+    fgd = LocalScheduler(nodes, Policy.FGD, HALF).schedule(half, parse_selector(""))
+    assert isinstance(fit, tuple) and isinstance(fgd, tuple)
+    assert [b.node for b in fit] == ["a"]       # fullest card: leaves 100 stranded
+    assert [b.node for b in fgd] == ["b"]       # leaves 600 and 500, both usable
+
+
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=8),
+       st.sampled_from([100, 250, 500, 700, 1000, 2000]))
+def test_fragment_never_exceeds_the_free_gpu_and_the_gradient_matches_it(
+        frees: list[int], want: int) -> None:
+    mix = ShapeMix([Shape(1000, 1024, 300), Shape(2000, 2048, 1000, weight=2),
+                    Shape(4000, 4096, 1000, cards=2)])
+    free = sum(frees)
+    assert 0 <= mix.fragment(8000, 1 << 20, frees) <= free
+    found = mix.best(8000, 1 << 20, frees, [True] * len(frees), 1000, 1024, want)
+    if found is None:
+        return
+    delta, taken = found
+    after = list(frees)
+    for i in taken:
+        after[i] -= min(want, 1000)
+    assert delta == pytest.approx(mix.fragment(7000, (1 << 20) - 1024, after)
+                                  - mix.fragment(8000, 1 << 20, frees))
