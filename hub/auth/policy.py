@@ -72,6 +72,7 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", f"{V1}/clusters/{{name}}/uncordon"): Rule(Access.OPERATE, "cluster.uncordon"),
     ("PUT", f"{V1}/clusters/{{name}}/taints"): Rule(Access.OPERATE, "cluster.taint"),
     ("GET", f"{V1}/catalog"): Rule(Access.READ),
+    ("GET", f"{V1}/clusters/{{name}}/nodes"): Rule(Access.READ),
     ("GET", f"{V1}/clusters/{{name}}/tokens"): Rule(Access.OPERATE),
     ("POST", f"{V1}/clusters/{{name}}/tokens"): Rule(Access.OPERATE, "cluster.token.create"),
     ("DELETE", f"{V1}/clusters/{{name}}/tokens/{{token_id}}"):

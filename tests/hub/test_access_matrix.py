@@ -123,6 +123,7 @@ CASES: dict[tuple[str, str], tuple[Prepare, int]] = {
     ("PUT", "/api/v1/clusters/{name}/taints"):
         (fixed("/api/v1/clusters/east/taints", {"taints": []}), 200),
     ("GET", "/api/v1/catalog"): (fixed("/api/v1/catalog"), 200),
+    ("GET", "/api/v1/clusters/{name}/nodes"): (fixed("/api/v1/clusters/east/nodes"), 200),
     # the harness has no --secrets-key-file: a caller who may push-join gets its 400
     ("POST", "/api/v1/clusters/push"):
         (fixed("/api/v1/clusters/push", {"name": "pushed", "kubeconfig": "x"}), 400),
