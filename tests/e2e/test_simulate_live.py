@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 def simulate(stack: LocalStack, *args: str) -> Any:
     exe = Path(sys.executable).parent / "fuyaoctl"
     done = subprocess.run([str(exe), "simulate", *args, "-o", "json"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "FUYAO_HUB": stack.url})
+                          text=True, timeout=120, env={**os.environ, **stack.env()})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -23,7 +23,8 @@ def wait_for(stack: LocalStack, name: str, state: str, timeout: float = 60) -> d
     deadline = time.monotonic() + timeout
     while True:
         task: dict[str, Any] = ctl_json(stack, "task", "describe", name)
-        if task["state"] == state:
+        # the timeline is written through the store, a moment after the state changes
+        if task["state"] == state and state in {e["kind"] for e in task["events"]}:
             return task
         assert time.monotonic() < deadline, task
         time.sleep(0.3)
