@@ -1,37 +1,52 @@
-"""End-to-end benchmark: placements per second and submit-to-running latency, real processes.
+"""End-to-end benchmark: REST batch submit -> Running through real processes, and where the
+time went.
 
-Starts a hub (SQLite) and N simulated member clusters as processes through the real join
-flow, submits tasks in batches over REST, and measures
+Starts a hub (SQLite, REST rate limit off) and N simulated member clusters as processes
+through the real join flow, then
 
-- placement throughput: tasks leaving Queued per second, from the first submit until every
-  task has been placed;
-- submit-to-running latency (p50, p99): from the ``Submitted`` to the ``Running`` event of
-  each task, both stamped by the hub.
+1. **burst**: submits ``--tasks`` one-GPU tasks in batches of ``--batch`` as fast as the REST
+   API takes them; placement throughput is tasks leaving Queued per second from the first
+   submit until every task is placed, ``running_per_s`` until every one runs;
+2. **half load** (``--half-load``, on by default): once the burst's tasks have ended, submits
+   tasks at half the burst's placement rate (or ``--rate``) for ``--half-seconds``, each
+   running ``--half-duration``; the figure is submit-to-running latency at that load;
+3. **baselines, same run, same machine**: a bare grpc.aio stream echo between two processes
+   (``bench/grpc_echo.py``, PlaceTask-sized messages), the rate the REST API stores tasks
+   (a batch submit of tasks nothing can place), one REST round trip.
 
-Every figure is also given as a ratio to a baseline measured in the same run on the same
-hub, because the machines are shared and noisy: throughput against the rate the REST API
-stores submitted tasks (a batch submit, nothing placed), latency against one REST round
-trip (``GET /healthz``). ``--quick`` is the CI size. ``--json`` prints one JSON object.
+Latency is from the ``Submitted`` to the ``Running`` event of each sampled task (both stamped
+by the hub). The breakdown of each phase comes from the hub's ``fuyao_task_stage_seconds``
+histogram (``hub/stages.py``: queue, decide, commit, send, member, report, apply; means and
+histogram medians), read from ``/metrics`` before and after the phase.
+
+    python bench/e2e_bench.py                        # 10 members x 50 nodes, markdown
+    python bench/e2e_bench.py --clusters 100 --json  # one JSON object
+    python bench/e2e_bench.py --quick                # CI size
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import platform
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import grpc_echo  # beside this file
+import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from fuyaoctl.client import Client
 from fuyaoctl.localstack import LocalStack
 
 MODELS = [("NVIDIA-H100-80GB-HBM3", 8), ("NVIDIA-A100-SXM4-80GB", 8),
           ("Tesla-V100-SXM2-32GB", 8), ("Tesla-T4", 4)]
+STAGES = ("queue", "decide", "commit", "send", "member", "report", "apply")
 
 
 def fleet_file(path: Path, index: int, nodes: int) -> Path:
@@ -60,30 +75,140 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
-def baseline_rtt(client: Client, n: int = 50) -> float:
-    """Median seconds of one REST round trip."""
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        client.health()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
+class HubMetrics:
+    """Reads the hub's ``/metrics``: task counts by state and the stage histogram."""
+
+    def __init__(self, port: int) -> None:
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def scrape(self) -> dict[str, Any]:
+        """{"tasks": {state: n}, "stages": {stage: {"count", "sum", "buckets": [(le, n)]}}}"""
+        text = self.http.get("/metrics").text
+        tasks: dict[str, float] = {}
+        stages: dict[str, dict[str, Any]] = {s: {"count": 0.0, "sum": 0.0, "buckets": []}
+                                             for s in STAGES}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "fuyao_tasks":
+                    tasks[sample.labels["state"]] = sample.value
+                elif sample.name.startswith("fuyao_task_stage_seconds"):
+                    stage = stages.get(sample.labels.get("stage", ""))
+                    if stage is None:
+                        continue
+                    if sample.name.endswith("_bucket"):
+                        stage["buckets"].append((float(sample.labels["le"]), sample.value))
+                    elif sample.name.endswith("_count"):
+                        stage["count"] = sample.value
+                    elif sample.name.endswith("_sum"):
+                        stage["sum"] = sample.value
+        return {"tasks": tasks, "stages": stages}
+
+    def count(self, state: str) -> int:
+        """Active tasks in ``state``."""
+        return int(self.scrape()["tasks"].get(state, 0))
 
 
-def submit_rate(client: Client, tasks: int, batch: int, prefix: str,
-                spec: dict[str, Any]) -> float:
-    """Tasks stored per second through batch submits."""
+def breakdown(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per stage between two scrapes: tasks, mean ms, median ms (from the buckets)."""
+    out: dict[str, dict[str, float]] = {}
+    for stage in STAGES:
+        a, b = before["stages"][stage], after["stages"][stage]
+        count = b["count"] - a["count"]
+        if count <= 0:
+            continue
+        old = dict(a["buckets"])
+        buckets = [(le, n - old.get(le, 0.0)) for le, n in sorted(b["buckets"])]
+        out[stage] = {"tasks": count, "mean_ms": round((b["sum"] - a["sum"]) / count * 1000, 2),
+                      "p50_ms": round(_median(buckets, count) * 1000, 2)}
+    return out
+
+
+def _median(buckets: list[tuple[float, float]], count: float) -> float:
+    """Median by linear interpolation inside the histogram's cumulative buckets."""
+    lower, below = 0.0, 0.0
+    for le, cumulative in buckets:
+        if cumulative >= count / 2:
+            if le == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (le - lower) * ((count / 2 - below) / inside if inside else 0.0)
+        lower, below = le, cumulative
+    return lower
+
+
+def submit(client: Client, prefix: str, count: int, batch: int, spec: dict[str, Any],
+           rate: float = 0.0) -> float:
+    """Submit ``count`` tasks in batches (paced at ``rate`` tasks/s if given); tasks/s."""
     started = time.perf_counter()
-    for i in range(0, tasks, batch):
+    for i in range(0, count, batch):
+        if rate > 0:
+            ahead = started + i / rate - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
         client.submit_tasks([{**spec, "name": f"{prefix}-{j}"}
-                             for j in range(i, min(tasks, i + batch))])
-    return tasks / (time.perf_counter() - started)
+                             for j in range(i, min(count, i + batch))])
+    return count / (time.perf_counter() - started)
+
+
+def wait_for(check: Any, timeout: float, what: str) -> None:
+    """Poll ``check()`` every 50 ms until true."""
+    deadline = time.perf_counter() + timeout
+    while not check():
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def latencies(client: Client, prefix: str, count: int,
+              sample: int) -> tuple[list[float], float, float]:
+    """Submit-to-Running seconds of ``sample`` tasks spread over ``count`` (the last one
+    included); with the first Submitted and the last Running stamps seen (unix seconds)."""
+    out, first, last = [], float("inf"), 0.0
+    for i in sorted({*range(0, count, max(1, count // sample)), count - 1}):
+        deadline = time.perf_counter() + 120
+        while True:     # the Running event is written a moment after the state changes
+            events = {e.kind: e.at for e in client.get_task(f"{prefix}-{i}").events}
+            if "Running" in events:
+                break
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"{prefix}-{i} did not reach Running: {sorted(events)}")
+            time.sleep(0.05)
+        out.append((events["Running"] - events["Submitted"]).total_seconds())
+        first = min(first, events["Submitted"].timestamp())
+        last = max(last, events["Running"].timestamp())
+    return out, first, last
+
+
+def phase(client: Client, metrics: HubMetrics, args: argparse.Namespace, prefix: str,
+          count: int, spec: dict[str, Any], rate: float = 0.0) -> dict[str, Any]:
+    """Submit ``count`` tasks, wait until all run; throughput, latency, breakdown."""
+    before = metrics.scrape()
+    started = time.perf_counter()
+    offered = submit(client, prefix, count, args.batch, spec, rate)
+    wait_for(lambda: metrics.count("Queued") == 0, args.timeout, "every task placed")
+    placed = count / (time.perf_counter() - started)
+    lat, first, last = latencies(client, prefix, count, args.sample)
+    after = metrics.scrape()
+    return {
+        "tasks": count, "offered_per_s": round(offered, 1),
+        "placements_per_s": round(placed, 1),
+        "running_per_s": round(count / max(1e-3, last - first), 1),
+        "submit_to_running_p50_ms": round(percentile(lat, 50) * 1000, 1),
+        "submit_to_running_p99_ms": round(percentile(lat, 99) * 1000, 1),
+        "stages": breakdown(before, after),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the benchmark and return its figures."""
     home = Path(tempfile.mkdtemp(prefix="fuyao-bench-"))
-    with LocalStack(home=home, agent_args=["--heartbeat-interval", "1"]) as stack:
+    result: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {_cpus()} cores, Python {platform.python_version()}",
+        "clusters": args.clusters, "tasks": args.tasks,
+        "fleet": str(args.trace) if args.trace else f"{args.nodes} synthetic nodes/cluster"}
+    with LocalStack(home=home, agent_args=["--heartbeat-interval", "1"],
+                    hub_args=["--rate-limit", "0"]) as stack:
         stack.start_hub()
         names = [f"c{i:02d}" for i in range(args.clusters)]
         fleets: list[Path | str] = (
@@ -91,45 +216,71 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             [fleet_file(home / f"{n}.yaml", i, args.nodes) for i, n in enumerate(names)])
         for name, fleet in zip(names, fleets, strict=True):
             stack.join_and_start(name, fleet)
-        stack.wait_ready(names, timeout=120)
+        stack.wait_ready(names, timeout=300)
+        metrics = HubMetrics(stack.health_port)
         with stack.client() as client:
-            rtt = baseline_rtt(client)
-            # Baseline: store tasks the placement loop can never place (no such model).
-            stored_rate = submit_rate(client, args.tasks, args.batch, "base",
-                                      {"gpu": 1, "gpu_model": "B200"})
-            for i in range(args.tasks):        # out of the queue before the real run
-                client.cancel_task(f"base-{i}")
-            started = time.perf_counter()
-            submit_rate(client, args.tasks, args.batch, "job",
-                        {"gpu": 1, "duration": "10m"})
-            # Poll cheaply (only the still-queued tasks come back): the poller shares the
-            # machine with the hub it measures.
-            while queued := len(client.list_tasks(state="Queued")):
-                if time.perf_counter() - started > args.timeout:
-                    raise SystemExit(f"{queued}/{args.tasks} still queued after {args.timeout}s")
-                time.sleep(0.1)
-            placed_rate = args.tasks / (time.perf_counter() - started)
-            deadline = time.perf_counter() + args.timeout
-            while len(client.list_tasks(state="Running")) < args.tasks:
-                if time.perf_counter() > deadline:
-                    raise SystemExit("tasks did not all reach Running in time")
-                time.sleep(0.1)
-            latencies = []
-            for i in range(0, args.tasks, max(1, args.tasks // args.sample)):
-                events = {e.kind: e.at for e in client.get_task(f"job-{i}").events}
-                latencies.append((events["Running"] - events["Submitted"]).total_seconds())
-    p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-    return {
-        "clusters": args.clusters, "tasks": args.tasks,
-        "fleet": str(args.trace) if args.trace else f"{args.nodes} synthetic nodes/cluster",
-        "placements_per_s": round(placed_rate, 1),
-        "baseline_stored_per_s": round(stored_rate, 1),
-        "placement_vs_store_ratio": round(placed_rate / stored_rate, 3),
-        "submit_to_running_p50_ms": round(p50 * 1000, 1),
-        "submit_to_running_p99_ms": round(p99 * 1000, 1),
-        "baseline_rest_rtt_ms": round(rtt * 1000, 2),
-        "p50_latency_in_rtts": round(p50 / rtt, 1),
-    }
+            burst = phase(client, metrics, args, "job", args.tasks,
+                          {"gpu": 1, "duration": f"{args.burst_duration:g}s"})
+            result["burst"] = burst
+            if args.half_load:
+                wait_for(lambda: metrics.count("Running") + metrics.count("Placed") == 0,
+                         args.timeout + args.burst_duration, "the burst's tasks to end")
+                rate = args.rate or burst["placements_per_s"] / 2
+                result["half_load"] = phase(
+                    client, metrics, args, "half", max(1, round(rate * args.half_seconds)),
+                    {"gpu": 1, "duration": f"{args.half_duration:g}s"}, rate)
+            result["baseline_grpc_echo_per_s"] = round(grpc_echo.echo_rate(args.echo), 1)
+            result["baseline_rest_rtt_ms"] = round(_rtt(client) * 1000, 2)
+            # Last, so they never sit in the queue of a measured phase: nothing can place them.
+            result["baseline_stored_per_s"] = round(
+                submit(client, "base", args.tasks, args.batch, {"gpu": 1, "gpu_model": "B200"}),
+                1)
+    placed = burst["placements_per_s"]
+    result["placement_vs_echo"] = round(placed / result["baseline_grpc_echo_per_s"], 3)
+    result["placement_vs_store"] = round(placed / result["baseline_stored_per_s"], 3)
+    return result
+
+
+def _cpus() -> int:
+    import os
+    return len(os.sched_getaffinity(0))
+
+
+def _rtt(client: Client, n: int = 50) -> float:
+    """Median seconds of one REST round trip (``GET /healthz``)."""
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        client.health()
+        samples.append(time.perf_counter() - t)
+    return sorted(samples)[n // 2]
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The figures and the per-stage breakdown as markdown tables."""
+    lines = [f"{result['clusters']} members ({result['fleet']}), {result['date']}, "
+             f"{result['machine']}", "",
+             "| phase | tasks | offered/s | placed/s | running/s | P50 ms | P99 ms |",
+             "|---|---|---|---|---|---|---|"]
+    phases = [(k, result[k]) for k in ("burst", "half_load") if k in result]
+    for name, p in phases:
+        lines.append(f"| {name} | {p['tasks']} | {p['offered_per_s']:,} | "
+                     f"{p['placements_per_s']:,} | {p['running_per_s']:,} | "
+                     f"{p['submit_to_running_p50_ms']:,} | {p['submit_to_running_p99_ms']:,} |")
+    lines += ["", f"Baselines, same run: grpc.aio stream echo "
+              f"{result['baseline_grpc_echo_per_s']:,} msg/s (burst placements = "
+              f"{result['placement_vs_echo']:.0%} of it); REST stores "
+              f"{result['baseline_stored_per_s']:,} tasks/s; REST round trip "
+              f"{result['baseline_rest_rtt_ms']} ms.", "",
+              "| stage | " + " | ".join(f"{n} mean ms | {n} P50 ms" for n, _ in phases) + " |",
+              "|---|" + "---|---|" * len(phases)]
+    for stage in STAGES:
+        cells = []
+        for _, p in phases:
+            s = p["stages"].get(stage, {"mean_ms": "-", "p50_ms": "-"})
+            cells += [str(s["mean_ms"]), str(s["p50_ms"])]
+        lines.append(f"| {stage} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,21 +292,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, default=None,
                         help="split this trace node list (openb_node_list_*.csv) among the "
                              "clusters instead of synthetic fleets")
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--tasks", type=int, default=2000, help="tasks in the burst")
+    parser.add_argument("--batch", type=int, default=200, help="tasks per REST batch")
+    parser.add_argument("--burst-duration", type=float, default=30,
+                        help="seconds each burst task runs")
+    parser.add_argument("--no-half-load", dest="half_load", action="store_false")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="half-load rate, tasks/s (default: half the burst's placements/s)")
+    parser.add_argument("--half-seconds", type=float, default=4)
+    parser.add_argument("--half-duration", type=float, default=2,
+                        help="seconds each half-load task runs")
     parser.add_argument("--sample", type=int, default=200, help="tasks sampled for latency")
+    parser.add_argument("--echo", type=int, default=20_000, help="messages of the echo baseline")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--quick", action="store_true", help="CI size: 10 clusters, 200 tasks")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="also write the JSON here and the markdown beside it (.md)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.nodes, args.tasks, args.batch, args.sample = 5, 200, 100, 50
+        args.nodes, args.tasks, args.batch, args.sample, args.echo = 5, 200, 100, 50, 2000
+        args.burst_duration, args.half_seconds, args.half_duration = 5, 1, 0.5
+        args.rate = args.rate or 200
     result = run(args)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:28} {value}")
+    if args.output is not None:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+        args.output.with_suffix(".md").write_text(markdown(result) + "\n")
+    print(json.dumps(result) if args.json else markdown(result))
     return 0
 
 

@@ -160,15 +160,38 @@ def task_update(task: ActiveTask, *fields: str) -> TaskUpdate:
     return TaskUpdate(task.id, values)
 
 
-def score_records(result: PlacementResult) -> list[dict[str, Any]]:
-    """Per-cluster verdicts as stored (the JSON shape of ``ClusterScore``), built without
-    pydantic: this runs for every placement."""
-    return [
-        {"cluster": v.cluster, "feasible": v.status.ok, "score": v.score,
-         "reason": None if v.status.ok else v.status.reason,
-         "plugin_scores": dict(v.plugin_scores)}
-        for v in result.verdicts
-    ]
+SCORE_RECORDS = 20   # per task: every cluster up to this many, else the best that fit
+
+
+def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[dict[str, Any]]:
+    """Per-cluster verdicts as stored (the JSON shape of ``ClusterScore``), built straight
+    from the score table (no pydantic, no verdict objects): this runs for every placement.
+
+    With more than ``limit`` clusters only ``limit`` are kept: the feasible ones by total
+    score, best first, then rejected ones (their reasons are in ``reasons`` too), so what a
+    placement stores does not grow with the fleet.
+    """
+    table, statuses = result.table, result.statuses
+    row = {name: i for i, name in enumerate(table.clusters)}
+    names: list[str] = list(statuses)
+    if len(names) > limit:
+        fit = sorted((n for n in names if statuses[n].ok and n in row),
+                     key=lambda n: -table.totals[row[n]])
+        names = (fit + [n for n in names if not statuses[n].ok])[:limit]
+    columns = table.columns if row else ()
+    out: list[dict[str, Any]] = []
+    for name in names:
+        status = statuses[name]
+        i = row.get(name)
+        if i is None or not status.ok:
+            out.append({"cluster": name, "feasible": status.ok, "score": None,
+                        "reason": None if status.ok else status.reason, "plugin_scores": {}})
+        else:
+            out.append({"cluster": name, "feasible": True, "score": table.totals[i],
+                        "reason": None,
+                        "plugin_scores": {p: col[i] for p, col in zip(table.plugins, columns,
+                                                                      strict=True)}})
+    return out
 
 
 SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",

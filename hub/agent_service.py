@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from fuyao.errors import FuyaoError, Transient, Unauthenticated
+from fuyao.errors import FuyaoError, InvalidInput, Transient, Unauthenticated
 from fuyao.inventory import node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
@@ -32,6 +32,16 @@ from hub.sessions import AgentSession
 
 log = logging.getLogger(__name__)
 LEADER_METADATA = "fuyao-leader"   # member_agent.hubs reads it (no import between packages)
+FEATURES_METADATA = "fuyao-features"  # what this hub reads beyond the first protocol
+FEATURE_BATCH = "batch"            # AgentBatch / HubBatch (member_agent.connection says it too)
+MAX_BATCH = 1000                   # messages per HubBatch, and per AgentBatch accepted
+
+
+def _packed(messages: list[pb.HubMessage], batches: bool) -> list[pb.HubMessage]:
+    """The messages as written on the stream: one HubBatch if the agent reads them."""
+    if batches and len(messages) > 1:
+        return [pb.HubMessage(batch=pb.HubBatch(messages=messages))]
+    return messages
 
 
 def _bearer(context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
@@ -101,7 +111,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         self.hub.clusters.get(cluster).last_seen = time.monotonic()
         lease = self.hub.config.timings.member_lease
         await context.send_initial_metadata((("fuyao-cluster", cluster),
-                                             ("fuyao-lease-seconds", repr(lease))))
+                                             ("fuyao-lease-seconds", repr(lease)),
+                                             (FEATURES_METADATA, FEATURE_BATCH)))
         session = self.hub.sessions.open(cluster)
         log.info("cluster %s: agent stream open", cluster)
         reader = asyncio.create_task(self._read(session, request_iterator))
@@ -114,10 +125,14 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 if getter not in done:
                     getter.cancel()
                     break
-                msg = getter.result()
-                if msg is None:
+                # Everything queued meanwhile goes too: one HubBatch to an agent that reads
+                # them, else one message after the other without waiting again.
+                messages, ending = session.drain(getter.result(), MAX_BATCH)
+                for out in _packed(messages, session.batches):
+                    yield out
+                self._sent(messages)
+                if ending:
                     break
-                yield msg
         finally:
             reader.cancel()
             current = self.hub.sessions.close(session)
@@ -130,6 +145,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await _abort(context, Unauthenticated(f"cluster {cluster} was removed"))
         if failure is not None:     # the agent learns why; its next inventory repeats it all
             await _abort(context, failure)
+
+    def _sent(self, messages: list[pb.HubMessage]) -> None:
+        stages = self.hub.metrics.stages
+        for msg in messages:
+            if msg.HasField("place"):
+                stages.sent(msg.place.task_id)
 
     async def _read(self, session: AgentSession,
                     messages: AsyncIterator[pb.AgentMessage]) -> FuyaoError | None:
@@ -177,13 +198,29 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         return True
 
     async def handle(self, session: AgentSession, msg: pb.AgentMessage) -> None:
-        """Apply one agent message, in stream order."""
+        """Apply one agent message (or each message of an ``AgentBatch``), in stream order."""
+        hub = self.hub
+        kind = msg.WhichOneof("msg") or "empty"
+        await hub.clusters.heartbeat(session.cluster)
+        if kind != "batch":
+            await self._apply(session, msg, kind)
+            return
+        if len(msg.batch.messages) > MAX_BATCH:
+            raise InvalidInput(f"an AgentBatch carries at most {MAX_BATCH} messages, not "
+                               f"{len(msg.batch.messages)}")
+        for inner in msg.batch.messages:
+            inner_kind = inner.WhichOneof("msg") or "empty"
+            if inner_kind == "batch":
+                raise InvalidInput("an AgentBatch cannot hold another batch")
+            await self._apply(session, inner, inner_kind)
+
+    async def _apply(self, session: AgentSession, msg: pb.AgentMessage, kind: str) -> None:
+        """Apply one message that is not a batch."""
         hub = self.hub
         cluster = session.cluster
-        kind = msg.WhichOneof("msg") or "empty"
         hub.metrics.agent_messages.labels(kind=kind).inc()
-        await hub.clusters.heartbeat(cluster)
         if kind == "hello":
+            session.batches = FEATURE_BATCH in msg.hello.features
             await hub.clusters.connected(cluster, msg.hello.backend,
                                          dict(msg.hello.cluster_labels))
         elif kind == "inventory":
@@ -214,9 +251,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 sent_unix_ms=msg.heartbeat.sent_unix_ms,
                 lease_seconds=hub.config.timings.member_lease)))
         elif kind == "task":
+            received = time.time()
             if await self._forged(cluster, msg.task):
                 return
             send_all(hub.sessions, await hub.tasks.report(cluster, msg.task))
+            if msg.task.phase == pb.TASK_PHASE_RUNNING:
+                hub.metrics.stages.running(msg.task.task_id, msg.task.at_unix_ms, received)
             if msg.task.phase in (pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED,
                                   pb.TASK_PHASE_CANCELLED, pb.TASK_PHASE_BOUND,
                                   pb.TASK_PHASE_RUNNING):

@@ -86,7 +86,7 @@ class PlacementLoop:
     async def cycle(self) -> int:
         """One placement cycle; returns how many tasks it placed."""
         async with self._lock:
-            started = time.perf_counter()
+            started, cycle_at = time.perf_counter(), time.time()
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
             held: list[tuple[ActiveTask, Hold]] = []
@@ -120,8 +120,11 @@ class PlacementLoop:
                     waiting.append((task, result))
                     cycle.missed(task, request, result)
             self.queueing.finish(cycle)
-            decided = time.perf_counter()
+            decided, decided_at = time.perf_counter(), time.time()
             commands = await self.tasks.commit(placed, waiting, cycle.held)
+            if commands:
+                self.metrics.stages.placed(((t.id, t.created_at.timestamp()) for t, _ in placed),
+                                           cycle_at, decided_at, time.time())
             send_all(self.sessions, commands)
             evictions = await self.queueing.preempt(cycle)
             send_all(self.sessions, evictions)

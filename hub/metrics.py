@@ -1,7 +1,8 @@
 """Prometheus metrics of the hub, served on the health port (8851) at ``/metrics``.
 
 Each hub process owns one ``Metrics`` (its own registry, so tests can run several hubs in
-one process). The placement loop and the agent channel record into it; gauges of cluster
+one process). The placement loop and the agent channel record into it (``stages``: where
+each task's time went from submit to Running, ``hub.stages``); gauges of cluster
 and task counts are read when scraped.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from hub.stages import StageClock
 
 
 class Metrics:
@@ -31,6 +34,7 @@ class Metrics:
                            registry=self.registry)
         self.clusters = Gauge("fuyao_clusters", "Clusters by state", ["state"],
                               registry=self.registry)
+        self.stages = StageClock(self.registry)   # where each task's time went
         self._collectors: list[Callable[[], None]] = []
 
     def observe_cycle(self, decisions: int, placed: int, seconds: float) -> None:

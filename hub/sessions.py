@@ -28,12 +28,26 @@ class AgentSession:
     connected_at: float = field(default_factory=time.time)
     opened: float = field(default_factory=time.monotonic)   # to compare with task dispatch
     awaiting_resync: bool = False   # a ResyncRequest is out; deltas are dropped until then
+    batches: bool = False           # the agent reads HubBatch (its Hello said "batch")
     closed: bool = False
 
     def send(self, msg: pb.HubMessage) -> None:
         """Queue a command for the agent."""
         if not self.closed:
             self.outbox.put_nowait(msg)
+
+    def drain(self, first: pb.HubMessage | None, limit: int) -> tuple[list[pb.HubMessage], bool]:
+        """``first`` and what else is queued now, up to ``limit`` messages; and whether the
+        stream is to end after them (the close marker was reached)."""
+        if first is None:
+            return [], True
+        out = [first]
+        while len(out) < limit and not self.outbox.empty():
+            msg = self.outbox.get_nowait()
+            if msg is None:
+                return out, True
+            out.append(msg)
+        return out, False
 
     def close(self) -> None:
         """End the stream (the Connect handler sees ``None`` and returns)."""

@@ -57,7 +57,12 @@ from member_agent.backends.base import (
 )
 from member_agent.faults import MessageFaults
 from member_agent.hubs import HubList, leader_hint, parse_hubs
-from member_agent.lease import HeartbeatClock, LeaseHolder, lease_from_metadata
+from member_agent.lease import (
+    HeartbeatClock,
+    LeaseHolder,
+    features_from_metadata,
+    lease_from_metadata,
+)
 from member_agent.state import CredentialStore, read_token
 
 log = logging.getLogger(__name__)
@@ -82,6 +87,8 @@ _FATAL: dict[grpc.StatusCode, type[FuyaoError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
 }
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+FEATURE_BATCH = "batch"     # AgentBatch / HubBatch, when the hub announces it too
+MAX_BATCH = 500             # messages per AgentBatch (the hub takes up to 1,000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +158,7 @@ class Agent:
         self._seq = 0
         self._beats = HeartbeatClock()
         self._faults = MessageFaults()      # off unless FUYAO_AGENT_FAULTS asks (fault suite)
+        self._batch = False                 # this stream's hub takes AgentBatch
         self.sessions = 0
 
     async def run(self) -> None:
@@ -224,10 +232,12 @@ class Agent:
         self._faults.reset()
         try:
             await self._renew(started, lease_from_metadata(accepted))
+            self._batch = FEATURE_BATCH in features_from_metadata(accepted)
             hello = pb.Hello(
                 agent_version=member_agent.__version__,
                 backend=self.backend.name,
                 cluster_labels=self.backend.cluster_labels() | dict(self.config.cluster_labels),
+                features=[FEATURE_BATCH],
             )
             await call.write(pb.AgentMessage(hello=hello))
             self._live = True
@@ -287,29 +297,43 @@ class Agent:
         await call.write(pb.AgentMessage(inventory=inventory))
 
     async def _pump(self, call: Any) -> None:
-        """The only writer after the inventory: events, heartbeats and resyncs in order."""
+        """The only writer after the inventory: events, heartbeats and resyncs in order.
+        What queued up meanwhile goes out together, as one AgentBatch if the hub takes it."""
         while True:
-            item = await self._outbox.get()
-            if item is _BEAT:
-                beat = pb.Heartbeat(sent_unix_ms=now_ms())
-                self._beats.sent(beat.sent_unix_ms)
-                await self._write(call, pb.AgentMessage(heartbeat=beat))
-            elif item is _RESYNC:
-                await self._write_inventory(call)
-            elif isinstance(item, NodesChanged):
-                self._seq += 1
-                delta = pb.InventoryDelta(
-                    seq=self._seq,
-                    upserted=[node_to_proto(n) for n in item.upserted],
-                    removed=list(item.removed),
-                )
-                await self._write(call, pb.AgentMessage(delta=delta))
-            elif isinstance(item, TaskChanged):
-                await self._write(call, pb.AgentMessage(task=item.status.to_proto()))
+            items = [await self._outbox.get()]
+            while len(items) < MAX_BATCH and not self._outbox.empty():
+                items.append(self._outbox.get_nowait())
+            pending: list[pb.AgentMessage] = []
+            for item in items:
+                if item is _RESYNC:
+                    await self._write(call, pending)
+                    await self._write_inventory(call)   # drops what is still queued
+                    pending = []
+                    break
+                pending += self._faults.outgoing(self._message(item))
+            await self._write(call, pending)
 
-    async def _write(self, call: Any, msg: pb.AgentMessage) -> None:
-        for out in self._faults.outgoing(msg):
-            await call.write(out)
+    def _message(self, item: _Outbound) -> pb.AgentMessage:
+        """The wire form of one outbox item (not a resync)."""
+        if item is _BEAT:
+            beat = pb.Heartbeat(sent_unix_ms=now_ms())
+            self._beats.sent(beat.sent_unix_ms)
+            return pb.AgentMessage(heartbeat=beat)
+        if isinstance(item, NodesChanged):
+            self._seq += 1
+            return pb.AgentMessage(delta=pb.InventoryDelta(
+                seq=self._seq, upserted=[node_to_proto(n) for n in item.upserted],
+                removed=list(item.removed)))
+        if isinstance(item, TaskChanged):
+            return pb.AgentMessage(task=item.status.to_proto())
+        raise AssertionError(f"unexpected outbox item {item!r}")
+
+    async def _write(self, call: Any, messages: list[pb.AgentMessage]) -> None:
+        if self._batch and len(messages) > 1:
+            await call.write(pb.AgentMessage(batch=pb.AgentBatch(messages=messages)))
+            return
+        for msg in messages:
+            await call.write(msg)
 
     async def _read(self, call: Any) -> None:
         """Hub commands -> backend calls, until the hub ends the stream."""
@@ -317,23 +341,30 @@ class Agent:
             message = await call.read()
             if message is grpc.aio.EOF:  # type: ignore[attr-defined]
                 return
-            kind = message.WhichOneof("msg")
-            try:
-                if kind == "place":
-                    await self._place(message.place)
-                elif kind == "cancel":
-                    c = message.cancel
-                    await self.backend.cancel(c.task_id, c.generation, c.reason,
-                                              c.grace_seconds)
-                elif kind == "ack":
-                    sent = self._beats.acked(message.ack.sent_unix_ms)
-                    if sent is not None:
-                        await self._renew(sent, message.ack.lease_seconds)
-                elif kind == "resync":
-                    log.info("hub asked for a resync: %s", message.resync.reason)
-                    self._outbox.put_nowait(_RESYNC)
-            except Exception:
-                log.exception("handling %s from the hub failed", kind)
+            if message.WhichOneof("msg") == "batch":
+                for inner in message.batch.messages:
+                    await self._command(inner)
+            else:
+                await self._command(message)
+
+    async def _command(self, message: pb.HubMessage) -> None:
+        """Apply one hub command; a failure is logged, the stream goes on."""
+        kind = message.WhichOneof("msg")
+        try:
+            if kind == "place":
+                await self._place(message.place)
+            elif kind == "cancel":
+                c = message.cancel
+                await self.backend.cancel(c.task_id, c.generation, c.reason, c.grace_seconds)
+            elif kind == "ack":
+                sent = self._beats.acked(message.ack.sent_unix_ms)
+                if sent is not None:
+                    await self._renew(sent, message.ack.lease_seconds)
+            elif kind == "resync":
+                log.info("hub asked for a resync: %s", message.resync.reason)
+                self._outbox.put_nowait(_RESYNC)
+        except Exception:
+            log.exception("handling %s from the hub failed", kind)
 
     async def _place(self, place: pb.PlaceTask) -> None:
         """Create the workload; if the backend cannot, tell the hub the copy FAILED (else the

@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
+FEATURES_METADATA = "fuyao-features"   # hub.agent_service sends it (no import)
 LEASE_METADATA = "fuyao-lease-seconds"
 _KEEP = 256
 
@@ -65,3 +66,11 @@ def lease_from_metadata(metadata: object) -> float | None:
                 return None
             return seconds if seconds > 0 else None
     return None
+
+
+def features_from_metadata(metadata: object) -> frozenset[str]:
+    """The protocol features the hub announced in the stream's initial metadata."""
+    for key, value in metadata or ():  # type: ignore[attr-defined]
+        if key == FEATURES_METADATA and isinstance(value, str):
+            return frozenset(f.strip() for f in value.split(",") if f.strip())
+    return frozenset()

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66uyao/wire/v1/agent.proto\x12\rfuyao.wire.v1\"H\n\x0fRegisterRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\x15\n\ragent_version\x18\x03 \x01(\t\"7\n\x10RegisterResponse\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x12\n\ncredential\x18\x02 \x01(\t\"@\n\tResources\x12\x11\n\tcpu_milli\x18\x01 \x01(\x03\x12\x12\n\nmemory_mib\x18\x02 \x01(\x03\x12\x0c\n\x04pods\x18\x03 \x01(\x03\"d\n\x06\x44\x65vice\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x12\n\nmemory_mib\x18\x03 \x01(\x03\x12\x12\n\nfree_milli\x18\x04 \x01(\x03\x12\x17\n\x0f\x66ree_memory_mib\x18\x05 \x01(\x03\"\x8a\x02\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x06labels\x18\x02 \x03(\x0b\x32\x1f.fuyao.wire.v1.Node.LabelsEntry\x12-\n\x0b\x61llocatable\x18\x03 \x01(\x0b\x32\x18.fuyao.wire.v1.Resources\x12&\n\x04\x66ree\x18\x04 \x01(\x0b\x32\x18.fuyao.wire.v1.Resources\x12&\n\x07\x64\x65vices\x18\x05 \x03(\x0b\x32\x15.fuyao.wire.v1.Device\x12\x15\n\runschedulable\x18\x06 \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8c\x01\n\nTaskReport\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\'\n\x05phase\x18\x03 \x01(\x0e\x32\x18.fuyao.wire.v1.TaskPhase\x12\x0c\n\x04node\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x12\n\nat_unix_ms\x18\x06 \x01(\x03\"\xa6\x01\n\x05Hello\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12?\n\x0e\x63luster_labels\x18\x03 \x03(\x0b\x32\'.fuyao.wire.v1.Hello.ClusterLabelsEntry\x1a\x34\n\x12\x43lusterLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"f\n\tInventory\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x05nodes\x18\x02 \x03(\x0b\x32\x13.fuyao.wire.v1.Node\x12(\n\x05tasks\x18\x03 \x03(\x0b\x32\x19.fuyao.wire.v1.TaskReport\"U\n\x0eInventoryDelta\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12%\n\x08upserted\x18\x02 \x03(\x0b\x32\x13.fuyao.wire.v1.Node\x12\x0f\n\x07removed\x18\x03 \x03(\t\"!\n\tHeartbeat\x12\x14\n\x0csent_unix_ms\x18\x01 \x01(\x03\"\xf5\x01\n\x0c\x41gentMessage\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.fuyao.wire.v1.HelloH\x00\x12-\n\tinventory\x18\x02 \x01(\x0b\x32\x18.fuyao.wire.v1.InventoryH\x00\x12.\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x1d.fuyao.wire.v1.InventoryDeltaH\x00\x12-\n\theartbeat\x18\x04 \x01(\x0b\x32\x18.fuyao.wire.v1.HeartbeatH\x00\x12)\n\x04task\x18\x05 \x01(\x0b\x32\x19.fuyao.wire.v1.TaskReportH\x00\x42\x05\n\x03msg\"\xf7\x01\n\x0cTaskWorkload\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x03(\t\x12\x11\n\tcpu_milli\x18\x03 \x01(\x03\x12\x12\n\nmemory_mib\x18\x04 \x01(\x03\x12\x11\n\tgpu_milli\x18\x05 \x01(\x03\x12\x16\n\x0egpu_memory_mib\x18\x06 \x01(\x03\x12\x10\n\x08selector\x18\x07 \x01(\t\x12\x10\n\x08replicas\x18\x08 \x01(\x05\x12\x18\n\x10\x64uration_seconds\x18\t \x01(\x01\x12\x10\n\x08priority\x18\n \x01(\x05\x12\x13\n\x0bgpu_mem_mib\x18\x0b \x01(\x03\x12\x10\n\x08\x66\x61ilover\x18\x0c \x01(\t\"m\n\tPlaceTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x0c\n\x04name\x18\x03 \x01(\t\x12-\n\x08workload\x18\x04 \x01(\x0b\x32\x1b.fuyao.wire.v1.TaskWorkload\"X\n\nCancelTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rgrace_seconds\x18\x04 \x01(\r\";\n\x0cHeartbeatAck\x12\x14\n\x0csent_unix_ms\x18\x01 \x01(\x03\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\"\x1f\n\rResyncRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xc7\x01\n\nHubMessage\x12)\n\x05place\x18\x01 \x01(\x0b\x32\x18.fuyao.wire.v1.PlaceTaskH\x00\x12+\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x19.fuyao.wire.v1.CancelTaskH\x00\x12.\n\x06resync\x18\x03 \x01(\x0b\x32\x1c.fuyao.wire.v1.ResyncRequestH\x00\x12*\n\x03\x61\x63k\x18\x04 \x01(\x0b\x32\x1b.fuyao.wire.v1.HeartbeatAckH\x00\x42\x05\n\x03msg*\xd7\x01\n\tTaskPhase\x12\x1a\n\x16TASK_PHASE_UNSPECIFIED\x10\x00\x12\x17\n\x13TASK_PHASE_ACCEPTED\x10\x01\x12\x14\n\x10TASK_PHASE_BOUND\x10\x02\x12\x16\n\x12TASK_PHASE_RUNNING\x10\x03\x12\x18\n\x14TASK_PHASE_SUCCEEDED\x10\x04\x12\x15\n\x11TASK_PHASE_FAILED\x10\x05\x12\x1c\n\x18TASK_PHASE_UNSCHEDULABLE\x10\x06\x12\x18\n\x14TASK_PHASE_CANCELLED\x10\x07\x32\xa2\x01\n\x0c\x41gentChannel\x12K\n\x08Register\x12\x1e.fuyao.wire.v1.RegisterRequest\x1a\x1f.fuyao.wire.v1.RegisterResponse\x12\x45\n\x07\x43onnect\x12\x1b.fuyao.wire.v1.AgentMessage\x1a\x19.fuyao.wire.v1.HubMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66uyao/wire/v1/agent.proto\x12\rfuyao.wire.v1\"H\n\x0fRegisterRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\x15\n\ragent_version\x18\x03 \x01(\t\"7\n\x10RegisterResponse\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x12\n\ncredential\x18\x02 \x01(\t\"@\n\tResources\x12\x11\n\tcpu_milli\x18\x01 \x01(\x03\x12\x12\n\nmemory_mib\x18\x02 \x01(\x03\x12\x0c\n\x04pods\x18\x03 \x01(\x03\"d\n\x06\x44\x65vice\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x12\n\nmemory_mib\x18\x03 \x01(\x03\x12\x12\n\nfree_milli\x18\x04 \x01(\x03\x12\x17\n\x0f\x66ree_memory_mib\x18\x05 \x01(\x03\"\x8a\x02\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x06labels\x18\x02 \x03(\x0b\x32\x1f.fuyao.wire.v1.Node.LabelsEntry\x12-\n\x0b\x61llocatable\x18\x03 \x01(\x0b\x32\x18.fuyao.wire.v1.Resources\x12&\n\x04\x66ree\x18\x04 \x01(\x0b\x32\x18.fuyao.wire.v1.Resources\x12&\n\x07\x64\x65vices\x18\x05 \x03(\x0b\x32\x15.fuyao.wire.v1.Device\x12\x15\n\runschedulable\x18\x06 \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8c\x01\n\nTaskReport\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\'\n\x05phase\x18\x03 \x01(\x0e\x32\x18.fuyao.wire.v1.TaskPhase\x12\x0c\n\x04node\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x12\n\nat_unix_ms\x18\x06 \x01(\x03\"\xb8\x01\n\x05Hello\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12?\n\x0e\x63luster_labels\x18\x03 \x03(\x0b\x32\'.fuyao.wire.v1.Hello.ClusterLabelsEntry\x12\x10\n\x08\x66\x65\x61tures\x18\x04 \x03(\t\x1a\x34\n\x12\x43lusterLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"f\n\tInventory\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x05nodes\x18\x02 \x03(\x0b\x32\x13.fuyao.wire.v1.Node\x12(\n\x05tasks\x18\x03 \x03(\x0b\x32\x19.fuyao.wire.v1.TaskReport\"U\n\x0eInventoryDelta\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12%\n\x08upserted\x18\x02 \x03(\x0b\x32\x13.fuyao.wire.v1.Node\x12\x0f\n\x07removed\x18\x03 \x03(\t\"!\n\tHeartbeat\x12\x14\n\x0csent_unix_ms\x18\x01 \x01(\x03\"\xa1\x02\n\x0c\x41gentMessage\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.fuyao.wire.v1.HelloH\x00\x12-\n\tinventory\x18\x02 \x01(\x0b\x32\x18.fuyao.wire.v1.InventoryH\x00\x12.\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x1d.fuyao.wire.v1.InventoryDeltaH\x00\x12-\n\theartbeat\x18\x04 \x01(\x0b\x32\x18.fuyao.wire.v1.HeartbeatH\x00\x12)\n\x04task\x18\x05 \x01(\x0b\x32\x19.fuyao.wire.v1.TaskReportH\x00\x12*\n\x05\x62\x61tch\x18\x06 \x01(\x0b\x32\x19.fuyao.wire.v1.AgentBatchH\x00\x42\x05\n\x03msg\";\n\nAgentBatch\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.fuyao.wire.v1.AgentMessage\"\xf7\x01\n\x0cTaskWorkload\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x03(\t\x12\x11\n\tcpu_milli\x18\x03 \x01(\x03\x12\x12\n\nmemory_mib\x18\x04 \x01(\x03\x12\x11\n\tgpu_milli\x18\x05 \x01(\x03\x12\x16\n\x0egpu_memory_mib\x18\x06 \x01(\x03\x12\x10\n\x08selector\x18\x07 \x01(\t\x12\x10\n\x08replicas\x18\x08 \x01(\x05\x12\x18\n\x10\x64uration_seconds\x18\t \x01(\x01\x12\x10\n\x08priority\x18\n \x01(\x05\x12\x13\n\x0bgpu_mem_mib\x18\x0b \x01(\x03\x12\x10\n\x08\x66\x61ilover\x18\x0c \x01(\t\"m\n\tPlaceTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x0c\n\x04name\x18\x03 \x01(\t\x12-\n\x08workload\x18\x04 \x01(\x0b\x32\x1b.fuyao.wire.v1.TaskWorkload\"X\n\nCancelTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rgrace_seconds\x18\x04 \x01(\r\";\n\x0cHeartbeatAck\x12\x14\n\x0csent_unix_ms\x18\x01 \x01(\x03\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\"\x1f\n\rResyncRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xf1\x01\n\nHubMessage\x12)\n\x05place\x18\x01 \x01(\x0b\x32\x18.fuyao.wire.v1.PlaceTaskH\x00\x12+\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x19.fuyao.wire.v1.CancelTaskH\x00\x12.\n\x06resync\x18\x03 \x01(\x0b\x32\x1c.fuyao.wire.v1.ResyncRequestH\x00\x12*\n\x03\x61\x63k\x18\x04 \x01(\x0b\x32\x1b.fuyao.wire.v1.HeartbeatAckH\x00\x12(\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x17.fuyao.wire.v1.HubBatchH\x00\x42\x05\n\x03msg\"7\n\x08HubBatch\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.fuyao.wire.v1.HubMessage*\xd7\x01\n\tTaskPhase\x12\x1a\n\x16TASK_PHASE_UNSPECIFIED\x10\x00\x12\x17\n\x13TASK_PHASE_ACCEPTED\x10\x01\x12\x14\n\x10TASK_PHASE_BOUND\x10\x02\x12\x16\n\x12TASK_PHASE_RUNNING\x10\x03\x12\x18\n\x14TASK_PHASE_SUCCEEDED\x10\x04\x12\x15\n\x11TASK_PHASE_FAILED\x10\x05\x12\x1c\n\x18TASK_PHASE_UNSCHEDULABLE\x10\x06\x12\x18\n\x14TASK_PHASE_CANCELLED\x10\x07\x32\xa2\x01\n\x0c\x41gentChannel\x12K\n\x08Register\x12\x1e.fuyao.wire.v1.RegisterRequest\x1a\x1f.fuyao.wire.v1.RegisterResponse\x12\x45\n\x07\x43onnect\x12\x1b.fuyao.wire.v1.AgentMessage\x1a\x19.fuyao.wire.v1.HubMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODE_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_HELLO_CLUSTERLABELSENTRY']._loaded_options = None
   _globals['_HELLO_CLUSTERLABELSENTRY']._serialized_options = b'8\001'
-  _globals['_TASKPHASE']._serialized_start=2146
-  _globals['_TASKPHASE']._serialized_end=2361
+  _globals['_TASKPHASE']._serialized_start=2368
+  _globals['_TASKPHASE']._serialized_end=2583
   _globals['_REGISTERREQUEST']._serialized_start=44
   _globals['_REGISTERREQUEST']._serialized_end=116
   _globals['_REGISTERRESPONSE']._serialized_start=118
@@ -52,29 +52,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TASKREPORT']._serialized_start=613
   _globals['_TASKREPORT']._serialized_end=753
   _globals['_HELLO']._serialized_start=756
-  _globals['_HELLO']._serialized_end=922
-  _globals['_HELLO_CLUSTERLABELSENTRY']._serialized_start=870
-  _globals['_HELLO_CLUSTERLABELSENTRY']._serialized_end=922
-  _globals['_INVENTORY']._serialized_start=924
-  _globals['_INVENTORY']._serialized_end=1026
-  _globals['_INVENTORYDELTA']._serialized_start=1028
-  _globals['_INVENTORYDELTA']._serialized_end=1113
-  _globals['_HEARTBEAT']._serialized_start=1115
-  _globals['_HEARTBEAT']._serialized_end=1148
-  _globals['_AGENTMESSAGE']._serialized_start=1151
-  _globals['_AGENTMESSAGE']._serialized_end=1396
-  _globals['_TASKWORKLOAD']._serialized_start=1399
-  _globals['_TASKWORKLOAD']._serialized_end=1646
-  _globals['_PLACETASK']._serialized_start=1648
-  _globals['_PLACETASK']._serialized_end=1757
-  _globals['_CANCELTASK']._serialized_start=1759
-  _globals['_CANCELTASK']._serialized_end=1847
-  _globals['_HEARTBEATACK']._serialized_start=1849
-  _globals['_HEARTBEATACK']._serialized_end=1908
-  _globals['_RESYNCREQUEST']._serialized_start=1910
-  _globals['_RESYNCREQUEST']._serialized_end=1941
-  _globals['_HUBMESSAGE']._serialized_start=1944
-  _globals['_HUBMESSAGE']._serialized_end=2143
-  _globals['_AGENTCHANNEL']._serialized_start=2364
-  _globals['_AGENTCHANNEL']._serialized_end=2526
+  _globals['_HELLO']._serialized_end=940
+  _globals['_HELLO_CLUSTERLABELSENTRY']._serialized_start=888
+  _globals['_HELLO_CLUSTERLABELSENTRY']._serialized_end=940
+  _globals['_INVENTORY']._serialized_start=942
+  _globals['_INVENTORY']._serialized_end=1044
+  _globals['_INVENTORYDELTA']._serialized_start=1046
+  _globals['_INVENTORYDELTA']._serialized_end=1131
+  _globals['_HEARTBEAT']._serialized_start=1133
+  _globals['_HEARTBEAT']._serialized_end=1166
+  _globals['_AGENTMESSAGE']._serialized_start=1169
+  _globals['_AGENTMESSAGE']._serialized_end=1458
+  _globals['_AGENTBATCH']._serialized_start=1460
+  _globals['_AGENTBATCH']._serialized_end=1519
+  _globals['_TASKWORKLOAD']._serialized_start=1522
+  _globals['_TASKWORKLOAD']._serialized_end=1769
+  _globals['_PLACETASK']._serialized_start=1771
+  _globals['_PLACETASK']._serialized_end=1880
+  _globals['_CANCELTASK']._serialized_start=1882
+  _globals['_CANCELTASK']._serialized_end=1970
+  _globals['_HEARTBEATACK']._serialized_start=1972
+  _globals['_HEARTBEATACK']._serialized_end=2031
+  _globals['_RESYNCREQUEST']._serialized_start=2033
+  _globals['_RESYNCREQUEST']._serialized_end=2064
+  _globals['_HUBMESSAGE']._serialized_start=2067
+  _globals['_HUBMESSAGE']._serialized_end=2308
+  _globals['_HUBBATCH']._serialized_start=2310
+  _globals['_HUBBATCH']._serialized_end=2365
+  _globals['_AGENTCHANNEL']._serialized_start=2586
+  _globals['_AGENTCHANNEL']._serialized_end=2748
 # @@protoc_insertion_point(module_scope)

@@ -108,7 +108,7 @@ class TaskReport(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., phase: _Optional[_Union[TaskPhase, str]] = ..., node: _Optional[str] = ..., reason: _Optional[str] = ..., at_unix_ms: _Optional[int] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("agent_version", "backend", "cluster_labels")
+    __slots__ = ("agent_version", "backend", "cluster_labels", "features")
     class ClusterLabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -119,10 +119,12 @@ class Hello(_message.Message):
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_LABELS_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     agent_version: str
     backend: str
     cluster_labels: _containers.ScalarMap[str, str]
-    def __init__(self, agent_version: _Optional[str] = ..., backend: _Optional[str] = ..., cluster_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_version: _Optional[str] = ..., backend: _Optional[str] = ..., cluster_labels: _Optional[_Mapping[str, str]] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Inventory(_message.Message):
     __slots__ = ("seq", "nodes", "tasks")
@@ -151,18 +153,26 @@ class Heartbeat(_message.Message):
     def __init__(self, sent_unix_ms: _Optional[int] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "inventory", "delta", "heartbeat", "task")
+    __slots__ = ("hello", "inventory", "delta", "heartbeat", "task", "batch")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     inventory: Inventory
     delta: InventoryDelta
     heartbeat: Heartbeat
     task: TaskReport
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., task: _Optional[_Union[TaskReport, _Mapping]] = ...) -> None: ...
+    batch: AgentBatch
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., delta: _Optional[_Union[InventoryDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., task: _Optional[_Union[TaskReport, _Mapping]] = ..., batch: _Optional[_Union[AgentBatch, _Mapping]] = ...) -> None: ...
+
+class AgentBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[AgentMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[AgentMessage, _Mapping]]] = ...) -> None: ...
 
 class TaskWorkload(_message.Message):
     __slots__ = ("image", "command", "cpu_milli", "memory_mib", "gpu_milli", "gpu_memory_mib", "selector", "replicas", "duration_seconds", "priority", "gpu_mem_mib", "failover")
@@ -231,13 +241,21 @@ class ResyncRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class HubMessage(_message.Message):
-    __slots__ = ("place", "cancel", "resync", "ack")
+    __slots__ = ("place", "cancel", "resync", "ack", "batch")
     PLACE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     place: PlaceTask
     cancel: CancelTask
     resync: ResyncRequest
     ack: HeartbeatAck
-    def __init__(self, place: _Optional[_Union[PlaceTask, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...
+    batch: HubBatch
+    def __init__(self, place: _Optional[_Union[PlaceTask, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., batch: _Optional[_Union[HubBatch, _Mapping]] = ...) -> None: ...
+
+class HubBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[HubMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[HubMessage, _Mapping]]] = ...) -> None: ...

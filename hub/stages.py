@@ -1,0 +1,94 @@
+"""Where each task's time went between its submit and its Running report.
+
+``Metrics`` owns one ``StageClock``. The placement loop stamps the tasks a cycle placed
+(``placed``: when the cycle started, when its decisions were done, when its commit was
+durable), the agent channel stamps the moment a PlaceTask was written on the cluster's
+stream (``sent``) and the moment a Running report was read and applied (``running``, with the
+member's own stamp from the report). Each finished journey is observed, stage by stage, in
+the ``fuyao_task_stage_seconds`` histogram (label ``stage``):
+
+=========  ====================================================================
+queue      submit stored -> the placement cycle that placed it started
+decide     that cycle's decisions (the task waits for the whole cycle)
+commit     decisions done -> the cycle's one store commit is durable
+send       commit durable -> PlaceTask written on the cluster's gRPC stream
+member     written -> the member reports it Running (wire, agent, member bind)
+report     the member's Running stamp -> the hub read the report off the stream
+apply      read -> applied in the hub's memory (its store write is queued)
+=========  ====================================================================
+
+All stamps are wall-clock seconds (the member's stamp is wall-clock too); a skewed member
+clock shifts time between ``member`` and ``report`` only, and negative spans count as 0.
+Journeys are kept for at most ``MAX_OPEN`` tasks (oldest forgotten first), so a task that
+never runs costs nothing for long. ``bench/e2e_bench.py`` reads the histogram.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Histogram
+
+STAGES = ("queue", "decide", "commit", "send", "member", "report", "apply")
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+           10.0, 30.0, 60.0)
+MAX_OPEN = 200_000
+
+
+@dataclass(slots=True)
+class _Journey:
+    submitted: float
+    cycle: float
+    decided: float
+    committed: float
+    sent: float | None = None
+
+
+class StageClock:
+    """Per-task stamps from submit to Running, observed per stage when it runs."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.histogram = Histogram(
+            "fuyao_task_stage_seconds",
+            "Where a task's time went from submit to Running, by stage",
+            ["stage"], buckets=BUCKETS, registry=registry)
+        self._open: dict[str, _Journey] = {}
+
+    def placed(self, tasks: Iterable[tuple[str, float]], cycle: float, decided: float,
+               committed: float) -> None:
+        """Tasks (id, submit wall time) one cycle placed, with the cycle's stamps."""
+        for task_id, submitted in tasks:
+            self._open.pop(task_id, None)       # a re-placement starts a new journey
+            self._open[task_id] = _Journey(submitted, cycle, decided, committed)
+        while len(self._open) > MAX_OPEN:
+            del self._open[next(iter(self._open))]
+
+    def sent(self, task_id: str, at: float | None = None) -> None:
+        """The task's PlaceTask was written on its cluster's stream."""
+        journey = self._open.get(task_id)
+        if journey is not None and journey.sent is None:
+            journey.sent = time.time() if at is None else at
+
+    def running(self, task_id: str, member_ms: int, received: float,
+                applied: float | None = None) -> None:
+        """The member reported the task Running (its stamp ``member_ms``); the hub read the
+        report at ``received`` and applied it at ``applied``."""
+        journey = self._open.pop(task_id, None)
+        if journey is None or journey.sent is None:
+            return
+        applied = time.time() if applied is None else applied
+        member = member_ms / 1000 if member_ms > 0 else received
+        spans = (journey.cycle - journey.submitted, journey.decided - journey.cycle,
+                 journey.committed - journey.decided, journey.sent - journey.committed,
+                 member - journey.sent, received - member, applied - received)
+        for stage, span in zip(STAGES, spans, strict=True):
+            self.histogram.labels(stage=stage).observe(max(0.0, span))
+
+    def forget(self, task_id: str) -> None:
+        """Drop a task's journey (it ended or moved before running)."""
+        self._open.pop(task_id, None)
+
+    def __len__(self) -> int:
+        return len(self._open)

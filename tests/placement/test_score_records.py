@@ -1,0 +1,53 @@
+"""What a placement stores as its per-cluster scores: the scheduler's verdicts, bounded."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hub.activetask import score_records
+from hub.fleet import FleetView
+from hub.placement import Scheduler
+
+from .builders import fleet_of, node, place
+
+MODELS = ["T4", "V100", "A100", "H100"]
+
+
+def _fleet(frees: list[int]) -> FleetView:
+    """One cluster per entry, with that many free GPUs of one model (0: rejected)."""
+    return fleet_of({f"c{i:03d}": [node(f"n{i}", MODELS[i % 4], 8,
+                                         free_milli=[1000] * free + [0] * (8 - free))]
+                     for i, free in enumerate(frees)})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=1, max_size=20), st.integers(1, 4))
+def test_up_to_twenty_clusters_every_verdict_is_stored_as_the_scheduler_gave_it(
+        frees: list[int], gpus: int) -> None:
+    result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=gpus * 1000))
+    assert score_records(result) == [s.model_dump(mode="json") for s in result.scores]
+
+
+def test_beyond_the_limit_the_best_fitting_clusters_are_kept_best_first() -> None:
+    frees = [i % 9 for i in range(100)]
+    result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=2000))
+    stored = score_records(result)
+    assert len(stored) == 20
+    assert all(s["feasible"] for s in stored)
+    assert stored[0]["cluster"] == result.cluster
+    totals = [s["score"] for s in stored]
+    assert totals == sorted(totals, reverse=True)
+    everything = {s.cluster: s.model_dump(mode="json") for s in result.scores}
+    best = sorted((s for s in everything.values() if s["feasible"]),
+                  key=lambda s: -s["score"])[:20]
+    assert [s["score"] for s in best] == totals
+    assert all(everything[s["cluster"]] == s for s in stored)
+
+
+def test_beyond_the_limit_a_task_that_fits_nowhere_keeps_twenty_rejections() -> None:
+    result = Scheduler(_fleet([0] * 30)).schedule(place(gpu_milli=1000))
+    stored = score_records(result)
+    assert result.cluster is None
+    assert [s["cluster"] for s in stored] == [f"c{i:03d}" for i in range(20)]
+    assert all(not s["feasible"] and s["reason"] for s in stored)
