@@ -63,14 +63,15 @@ class RawAgent:
             yield msg
 
     async def connect(self, nodes: list[NodeInfo], tasks: list[pb.TaskReport] = (),  # type: ignore[assignment]
-                      credential: str | None = None) -> None:
-        """Open the stream and send Hello + full Inventory."""
+                      credential: str | None = None, features: tuple[str, ...] = ()) -> None:
+        """Open the stream and send Hello (listing ``features``) + full Inventory."""
         cred = self.credential if credential is None else credential
         self.call = self.stub.Connect(self._messages(),
                                       metadata=(("authorization", f"Bearer {cred}"),))
         self._reader = asyncio.create_task(self._read())
         self._beat = asyncio.create_task(self._heartbeats())
-        self.send(pb.AgentMessage(hello=pb.Hello(agent_version="test", backend="raw")))
+        self.send(pb.AgentMessage(hello=pb.Hello(agent_version="test", backend="raw",
+                                                 features=list(features))))
         self.seq = 1
         self.send(pb.AgentMessage(inventory=pb.Inventory(
             seq=self.seq, nodes=[node_to_proto(n) for n in nodes], tasks=list(tasks))))
