@@ -32,6 +32,7 @@ import platform
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -136,17 +137,26 @@ def _median(buckets: list[tuple[float, float]], count: float) -> float:
     return lower
 
 
-def submit(client: Client, prefix: str, count: int, batch: int, spec: dict[str, Any],
-           rate: float = 0.0) -> float:
-    """Submit ``count`` tasks in batches (paced at ``rate`` tasks/s if given); tasks/s."""
+def submit(stack: LocalStack, prefix: str, count: int, batch: int, spec: dict[str, Any],
+           rate: float = 0.0, submitters: int = 1) -> float:
+    """Submit ``count`` tasks in batches from ``submitters`` clients at once (paced at
+    ``rate`` tasks/s overall if given); returns tasks/s."""
+    starts = list(range(0, count, batch))
     started = time.perf_counter()
-    for i in range(0, count, batch):
-        if rate > 0:
-            ahead = started + i / rate - time.perf_counter()
-            if ahead > 0:
-                time.sleep(ahead)
-        client.submit_tasks([{**spec, "name": f"{prefix}-{j}"}
-                             for j in range(i, min(count, i + batch))])
+
+    def one(share: list[int]) -> None:
+        with Client(stack.url, token=stack.token, timeout=120) as own:
+            for i in share:
+                if rate > 0:
+                    ahead = started + i / rate - time.perf_counter()
+                    if ahead > 0:
+                        time.sleep(ahead)
+                own.submit_tasks([{**spec, "name": f"{prefix}-{j}"}
+                                  for j in range(i, min(count, i + batch))])
+
+    with ThreadPoolExecutor(submitters) as pool:
+        for done in [pool.submit(one, starts[k::submitters]) for k in range(submitters)]:
+            done.result()
     return count / (time.perf_counter() - started)
 
 
@@ -179,12 +189,12 @@ def latencies(client: Client, prefix: str, count: int,
     return out, first, last
 
 
-def phase(client: Client, metrics: HubMetrics, args: argparse.Namespace, prefix: str,
-          count: int, spec: dict[str, Any], rate: float = 0.0) -> dict[str, Any]:
+def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse.Namespace,
+          prefix: str, count: int, spec: dict[str, Any], rate: float = 0.0) -> dict[str, Any]:
     """Submit ``count`` tasks, wait until all run; throughput, latency, breakdown."""
     before = metrics.scrape()
     started = time.perf_counter()
-    offered = submit(client, prefix, count, args.batch, spec, rate)
+    offered = submit(stack, prefix, count, args.batch, spec, rate, args.submitters)
     wait_for(lambda: metrics.count("Queued") == 0, args.timeout, "every task placed")
     placed = count / (time.perf_counter() - started)
     lat, first, last = latencies(client, prefix, count, args.sample)
@@ -205,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {_cpus()} cores, Python {platform.python_version()}",
-        "clusters": args.clusters, "tasks": args.tasks,
+        "clusters": args.clusters, "tasks": args.tasks, "submitters": args.submitters,
         "fleet": str(args.trace) if args.trace else f"{args.nodes} synthetic nodes/cluster"}
     with LocalStack(home=home, agent_args=["--heartbeat-interval", "1"],
                     hub_args=["--rate-limit", "0"]) as stack:
@@ -219,7 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stack.wait_ready(names, timeout=300)
         metrics = HubMetrics(stack.health_port)
         with stack.client() as client:
-            burst = phase(client, metrics, args, "job", args.tasks,
+            burst = phase(stack, client, metrics, args, "job", args.tasks,
                           {"gpu": 1, "duration": f"{args.burst_duration:g}s"})
             result["burst"] = burst
             if args.half_load:
@@ -227,14 +237,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          args.timeout + args.burst_duration, "the burst's tasks to end")
                 rate = args.rate or burst["placements_per_s"] / 2
                 result["half_load"] = phase(
-                    client, metrics, args, "half", max(1, round(rate * args.half_seconds)),
+                    stack, client, metrics, args, "half", max(1, round(rate * args.half_seconds)),
                     {"gpu": 1, "duration": f"{args.half_duration:g}s"}, rate)
             result["baseline_grpc_echo_per_s"] = round(grpc_echo.echo_rate(args.echo), 1)
             result["baseline_rest_rtt_ms"] = round(_rtt(client) * 1000, 2)
             # Last, so they never sit in the queue of a measured phase: nothing can place them.
             result["baseline_stored_per_s"] = round(
-                submit(client, "base", args.tasks, args.batch, {"gpu": 1, "gpu_model": "B200"}),
-                1)
+                submit(stack, "base", args.tasks, args.batch, {"gpu": 1, "gpu_model": "B200"},
+                       submitters=args.submitters), 1)
     placed = burst["placements_per_s"]
     result["placement_vs_echo"] = round(placed / result["baseline_grpc_echo_per_s"], 3)
     result["placement_vs_store"] = round(placed / result["baseline_stored_per_s"], 3)
@@ -258,8 +268,8 @@ def _rtt(client: Client, n: int = 50) -> float:
 
 def markdown(result: dict[str, Any]) -> str:
     """The figures and the per-stage breakdown as markdown tables."""
-    lines = [f"{result['clusters']} members ({result['fleet']}), {result['date']}, "
-             f"{result['machine']}", "",
+    lines = [f"{result['clusters']} members ({result['fleet']}), {result['submitters']} REST "
+             f"submitters, {result['date']}, {result['machine']}", "",
              "| phase | tasks | offered/s | placed/s | running/s | P50 ms | P99 ms |",
              "|---|---|---|---|---|---|---|"]
     phases = [(k, result[k]) for k in ("burst", "half_load") if k in result]
@@ -294,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                              "clusters instead of synthetic fleets")
     parser.add_argument("--tasks", type=int, default=2000, help="tasks in the burst")
     parser.add_argument("--batch", type=int, default=200, help="tasks per REST batch")
+    parser.add_argument("--submitters", type=int, default=4,
+                        help="REST clients submitting at once (threads)")
     parser.add_argument("--burst-duration", type=float, default=30,
                         help="seconds each burst task runs")
     parser.add_argument("--no-half-load", dest="half_load", action="store_false")

@@ -12,7 +12,6 @@ the cluster to come back.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -61,19 +60,14 @@ class Evictor:
             log.warning("cluster %s lost: re-placing %d of %d tasks (at most %.0f/s)",
                         cluster, len(batch), len(movable), self.rate)
         reason = f"cluster {cluster} is lost (its lease expired): failing over"
-        # Together, so the store writer commits the batch in a few group commits rather than
-        # one commit per task; each task's transition stays all-or-nothing on its own.
-        done = await asyncio.gather(
-            *(self.tasks.requeue(task, reason, failover=True) for task in batch),
-            return_exceptions=True)
-        commands: list[Command] = []
-        for task, result in zip(batch, done, strict=True):
-            if isinstance(result, BaseException):
-                log.warning("task %s: failover write failed (retried next tick): %s",
-                            task.name, result)
-            else:
-                commands += result
-        return commands
+        # One store write for the whole batch; if it fails, none moved and the next tick
+        # tries again (the budget it spent is not given back: the rate stays a bound).
+        try:
+            return await self.tasks.requeue_many(batch, reason, failover=True)
+        except Exception as exc:
+            log.warning("cluster %s: failover write of %d tasks failed (retried next tick): "
+                        "%s", cluster, len(batch), exc)
+            return []
 
 
 def restartable(tasks: list[ActiveTask]) -> list[ActiveTask]:

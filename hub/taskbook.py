@@ -285,41 +285,57 @@ class TaskBook:
         and the error is raised: what asked for the re-queue asks again (the next tick, the
         next inventory, the operator's retry).
         """
+        return await self.requeue_many([task], reason, failover=failover, avoid=avoid,
+                                       kind=kind, grace=grace)
+
+    async def requeue_many(self, tasks: Sequence[ActiveTask], reason: str, *, failover: bool,
+                           avoid: str | None = None, kind: str = "Requeued",
+                           grace: int = 0) -> list[Command]:
+        """``requeue`` for many tasks in ONE store write (a lost cluster's batch): all of
+        them are re-queued, or, if the write fails, none (each as it was; the error raised)."""
         commands: list[Command] = []
-        if task.state.terminal:
-            return commands
-        if task.cluster is not None:
-            commands.append(cancel_command(task.cluster, task.id, task.generation, reason,
-                                           grace))
-        snap = snapshot(task)
-        task.state = TaskState.QUEUED
-        task.cluster = None
-        task.node = None
-        task.failover = failover
-        task.unschedulable_since = None
-        task.dispatched_at = None
-        task.message = reason
-        task.saving = True
+        moved: list[tuple[ActiveTask, dict[str, Any]]] = []
+        updates: list[TaskUpdate] = []
+        events: list[EventRecord] = []
+        now = utcnow()
+        for task in tasks:
+            if task.state.terminal or task.saving:
+                continue
+            if task.cluster is not None:
+                commands.append(cancel_command(task.cluster, task.id, task.generation, reason,
+                                               grace))
+            moved.append((task, snapshot(task)))
+            task.state = TaskState.QUEUED
+            task.cluster = task.node = None
+            task.failover = failover
+            task.unschedulable_since = task.dispatched_at = None
+            task.message = reason
+            task.saving = True
+            task.updated_at = now
+            updates.append(task_update(task, "state", "cluster", "node", "message",
+                                       "updated_at"))
+            events.append(EventRecord(task.id, now, kind, reason, None, task.generation))
+        if not moved:
+            return []
         try:
-            await self._save(task, utcnow(), kind, reason, "state", "cluster", "node",
-                             "message")
+            await self.writer.apply(updates, events)
         except Exception:
-            if task.state == TaskState.QUEUED:    # not cancelled meanwhile
-                restore(task, snap)
+            for task, snap in moved:
+                if task.state == TaskState.QUEUED:    # not cancelled meanwhile
+                    restore(task, snap)
             raise
         finally:
-            task.saving = False
-        if avoid:
-            task.avoid.add(avoid)
-        self.fleet.release(task.id)
+            for task, _ in moved:
+                task.saving = False
+        for task, _ in moved:
+            if avoid:
+                task.avoid.add(avoid)
+            self.fleet.release(task.id)
         return commands
 
     async def requeue_cluster(self, cluster: str, reason: str) -> list[Command]:
         """Fail over every task placed on or running in ``cluster``."""
-        commands: list[Command] = []
-        for task in self.on_cluster(cluster):
-            commands += await self.requeue(task, reason, failover=True)
-        return commands
+        return await self.requeue_many(self.on_cluster(cluster), reason, failover=True)
 
     def on_cluster(self, cluster: str) -> list[ActiveTask]:
         """Active tasks placed on or running in ``cluster``."""
