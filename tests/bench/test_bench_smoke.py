@@ -25,11 +25,18 @@ def run_bench(script: str, *args: str) -> dict[str, Any]:
     return result
 
 
-def test_e2e_bench_places_every_task_on_ten_clusters() -> None:
+def test_e2e_bench_places_every_task_on_ten_clusters_and_says_where_the_time_went() -> None:
     result = run_bench("e2e_bench.py")
     assert result["clusters"] == 10
-    assert result["placements_per_s"] > 0 and result["baseline_stored_per_s"] > 0
-    assert 0 < result["submit_to_running_p50_ms"] <= result["submit_to_running_p99_ms"]
+    assert result["baseline_grpc_echo_per_s"] > 0 and result["baseline_stored_per_s"] > 0
+    for phase in (result["burst"], result["half_load"]):
+        assert phase["placements_per_s"] > 0 and phase["running_per_s"] > 0
+        assert 0 < phase["submit_to_running_p50_ms"] <= phase["submit_to_running_p99_ms"]
+        stages = phase["stages"]
+        assert set(stages) == {"queue", "decide", "commit", "send", "member", "report",
+                               "apply"}
+        assert all(s["tasks"] > 0 and s["mean_ms"] >= 0 for s in stages.values())
+    assert 0 < result["burst"]["stages"]["queue"]["tasks"] <= result["burst"]["tasks"]
 
 
 def test_placement_bench_runs_with_its_baseline() -> None:
