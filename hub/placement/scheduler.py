@@ -21,6 +21,8 @@ import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import repeat
+from operator import add, itemgetter, mul
 from typing import cast
 
 from fuyao.errors import InvalidInput
@@ -293,10 +295,11 @@ class Scheduler:
             if normalizer is None:
                 continue
             column, ok = self._normalized(ctx, req, plugin, normalizer, names,
-                                          [raw[j] for raw in rows], statuses)
+                                          list(map(itemgetter(j), rows)), statuses)
             normalized[j] = column
             clean = clean and ok
-            totals = [t + weight * x for t, x in zip(totals, column, strict=True)]
+            # as ``t + weight * x`` for each, at C speed (``_normalized`` checked the length)
+            totals = list(map(add, totals, map(mul, column, repeat(weight))))
         return ScoreTable(self._plugin_names, names, rows, normalized, totals), clean
 
     @staticmethod

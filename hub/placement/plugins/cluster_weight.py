@@ -34,4 +34,9 @@ class ClusterWeight:
     ) -> None:
         """``100 x weight / max weight among feasible clusters``."""
         top = max(scores, default=0.0)
-        scores[:] = [MAX_SCORE * w / top for w in scores] if top > 0 else [0.0] * len(scores)
+        if top <= 0:
+            scores[:] = [0.0] * len(scores)
+            return
+        # weights are few distinct values: compute each once, map the column at C speed
+        by_weight = {w: MAX_SCORE * w / top for w in set(scores)}
+        scores[:] = map(by_weight.__getitem__, scores)

@@ -47,10 +47,11 @@ class LeastOverqualified:
         scores: list[float],
     ) -> None:
         """Lowest rank 100, highest 0; unranked and CPU-only clusters 100."""
-        ranked = [s for s in scores if s >= 0]
-        if not ranked or min(ranked) == max(ranked):
+        ranked = {s for s in scores if s >= 0}   # catalog ranks: a handful of values
+        if len(ranked) < 2:
             scores[:] = [MAX_SCORE] * len(scores)
             return
         low, high = min(ranked), max(ranked)
-        scores[:] = [MAX_SCORE if s < 0 else MAX_SCORE * (high - s) / (high - low)
-                     for s in scores]
+        by_rank = {s: MAX_SCORE if s < 0 else MAX_SCORE * (high - s) / (high - low)
+                   for s in set(scores)}
+        scores[:] = map(by_rank.__getitem__, scores)
