@@ -48,6 +48,10 @@ from fuyao.labels import (
 )
 from fuyao.quantity import format_mib, parse_count, parse_memory_mib_label, parse_quantity
 
+UNRANKED_MODEL = "is not a model the catalog ranks"
+NO_RANK = "has no rank (undisclosed model): it cannot be ordered"
+CATALOG_PROBLEMS = (UNRANKED_MODEL, NO_RANK)   # a hub's operated catalog may know better
+
 OPERATORS = ("=", "!=", "in", "notin", ">=", ">", "<=", "<", "range", "exists", "!exists")
 KEY_ALIASES: dict[str, str] = {
     "arch": ARCH,
@@ -225,13 +229,13 @@ def _ordered_literal(key: str, value: str, catalog: Catalog, shown: str | None =
     if kind is not None:
         model = catalog.get(value)
         if model is None:
-            raise _Problem(f"{shown or value!r} is not a model the catalog ranks")
+            raise _Problem(f"{shown or value!r} {UNRANKED_MODEL}")
         if model.kind != kind:
             other = "npu-model" if model.kind == "npu" else "gpu-model"
             what = "an NPU" if model.kind == "npu" else "a GPU"
             raise _Problem(f"{model.name} is {what}: order it with {other}")
         if model.rank is None:
-            raise _Problem(f"{model.name} has no rank (undisclosed model): it cannot be ordered")
+            raise _Problem(f"{model.name} {NO_RANK}")
         return Decimal(model.rank)
     if key in _BOOL_KEYS:
         raise _Problem(f"{key} is true/false and cannot be ordered")

@@ -14,7 +14,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fuyao.errors import FuyaoError
 from fuyao.quantity import (
@@ -23,6 +30,7 @@ from fuyao.quantity import (
     parse_gpu_milli,
     parse_memory_mib,
 )
+from fuyao.spread import MAX_SPREAD_WEIGHTS, Spread, check_division, check_weight
 from fuyao.taints import Taint, Toleration
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -30,6 +38,8 @@ LABEL_KEY_PATTERN = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 DEFAULT_HEADROOM = 0.10
+MODELS_CHECKED_BY_HUB = "hub"   # validation context {"models": "hub"}: see TaskSpec._selector
+CLIENT_CONTEXT = {"models": MODELS_CHECKED_BY_HUB}
 MAX_DEPENDENCIES = 100
 PLATFORM_PATTERN = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$")
 
@@ -216,6 +226,30 @@ class TaskSpec(BaseModel):
                                           description="cluster taints the task tolerates")
     preemptible: bool = Field(
         default=True, description="false: never evicted to make room for another task")
+    spread: Spread = Field(default="aggregated", description="gang: false: how replicas are "
+                           "divided across clusters (aggregated: fewest clusters; weighted)")
+    spread_weights: dict[str, int] = Field(
+        default_factory=dict, max_length=MAX_SPREAD_WEIGHTS,
+        description="spread: weighted: static weight per cluster name")
+    spread_dynamic: bool = Field(default=False, description="spread: weighted by how many "
+                                 "replicas each cluster can take now")
+    min_replicas: int | None = Field(default=None, ge=1, le=10_000,
+                                     description="runs once this many replicas run")
+
+    @field_validator("spread_weights")
+    @classmethod
+    def _spread_weights(cls, value: dict[str, int]) -> dict[str, int]:
+        for cluster, weight in value.items():
+            check_name(cluster, "cluster")
+            check_weight(cluster, weight)
+        return value
+
+    @model_validator(mode="after")
+    def _division(self) -> TaskSpec:
+        check_division(gang=self.gang, replicas=self.replicas, spread=self.spread,
+                       weights=self.spread_weights, dynamic=self.spread_dynamic,
+                       min_replicas=self.min_replicas)
+        return self
 
     @field_validator("name", "queue")
     @classmethod
@@ -333,11 +367,18 @@ class TaskSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _selector(self) -> TaskSpec:
-        from fuyao.selector import parse_selector
+    def _selector(self, info: ValidationInfo) -> TaskSpec:
+        from fuyao.selector import CATALOG_PROBLEMS, parse_selector
 
         try:
-            parse_selector(self.effective_selector())
+            try:
+                parse_selector(self.effective_selector())
+            except FuyaoError as exc:
+                # The client (fuyaoctl, SDK) knows only the built-in catalog; the hub's
+                # operator may have added models: it leaves ranking them to the hub.
+                if (info.context or {}).get("models") != MODELS_CHECKED_BY_HUB \
+                        or not any(p in exc.message for p in CATALOG_PROBLEMS):
+                    raise
             for text in (self.cluster_selector or "",
                          *(p.selector for p in self.cluster_preference)):
                 parse_selector(text)
@@ -407,6 +448,16 @@ class ClusterScore(BaseModel):
     plugin_scores: dict[str, float] = Field(default_factory=dict)
 
 
+class TaskPart(BaseModel):
+    """One cluster's part of a task divided across clusters (a workload there)."""
+
+    name: str
+    cluster: str | None = None
+    replicas: int
+    state: TaskState
+    generation: int = 0
+
+
 class TaskView(BaseModel):
     """A task as the API shows it."""
 
@@ -435,6 +486,9 @@ class TaskView(BaseModel):
         default=None, description="when Queued: 1 = next of its queue to be tried")
     held_by: str | None = Field(
         default=None, description="when Queued: the queue quota holding it, if one is")
+    parts: list[TaskPart] = Field(
+        default_factory=list, description="divided across clusters: one part per workload")
+    parent: str | None = Field(default=None, description="a part: the divided task's name")
 
 
 class JoinRequest(BaseModel):

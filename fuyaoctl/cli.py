@@ -208,6 +208,15 @@ def task() -> None:
 @click.option("--profile", metavar="NAME", help="ComputeProfile to build the task from.")
 @click.option("--gang", is_flag=True, default=None,
               help="All replicas in one cluster or none.")
+@click.option("--spread", type=click.Choice(["aggregated", "weighted"]),
+              help="gang off: divide replicas across clusters: aggregated (fewest "
+                   "clusters, default) or weighted.")
+@click.option("--spread-weight", "spread_weights", multiple=True, metavar="CLUSTER=W",
+              callback=pairs, help="--spread weighted: a cluster's static weight; repeatable.")
+@click.option("--spread-dynamic", is_flag=True, default=None,
+              help="--spread weighted by how many replicas each cluster can take now.")
+@click.option("--min-replicas", type=int,
+              help="Run once this many replicas are placed and running (gang off).")
 @click.option("--after", multiple=True, metavar="TASK", callback=names,
               help="Start only once TASK succeeded; repeatable or comma-separated.")
 @click.option("--image-platform", "image_platforms", multiple=True, metavar="OS/ARCH",

@@ -48,6 +48,7 @@ from fuyao.insight import CatalogView, DryRunView, ExplainView
 from fuyao.inventory import NodeInfo
 from fuyao.pushjoin import PushJoinRequest, PushJoinResponse
 from fuyao.spec import (
+    CLIENT_CONTEXT,
     DEFAULT_HEADROOM,
     AuditEntry,
     CapacityRow,
@@ -484,7 +485,7 @@ class Client(QueueCalls, CapacityApi):
     @staticmethod
     def _parse(adapter: TypeAdapter[T], data: Any) -> T:
         try:
-            return adapter.validate_python(data)
+            return adapter.validate_python(data, context=CLIENT_CONTEXT)
         except ValidationError as exc:
             raise FuyaoError(f"unexpected answer from the hub: {exc}") from exc
 

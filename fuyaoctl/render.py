@@ -182,6 +182,10 @@ class Renderer:
             "Labels": _pairs(spec.labels),
             "Failover": _failover(view),
         })]
+        if view.parent:
+            parts += ["", f"Part of {view.parent} (one cluster's share of its replicas)"]
+        if view.parts:
+            parts += ["", "Parts (one workload per cluster):", _indent(_parts(view))]
         if view.state is TaskState.QUEUED:
             parts += ["", "Why not placed:", _indent(_reasons(view.reasons))]
         if view.scores:
@@ -427,6 +431,13 @@ def _scores(view: TaskView) -> Table:
         table.add_row(*_cells(score.cluster, "yes" if score.feasible else "no",
                               None if score.score is None else _num(score.score), plugins,
                               score.reason))
+    return table
+
+
+def _parts(view: TaskView) -> Table:
+    table = _table("Part", "Cluster", "Replicas", "State", "Generation")
+    for p in view.parts:
+        table.add_row(*_cells(p.name, p.cluster, p.replicas, p.state, p.generation))
     return table
 
 

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from fuyao.errors import InvalidInput
-from fuyao.spec import TaskSpec
+from fuyao.spec import CLIENT_CONTEXT, TaskSpec
 from fuyaoctl.validation import Location, brief, problems
 
 STDIN = "-"
@@ -81,7 +81,7 @@ def _validate(
                           f"expected a mapping of task fields, found {brief(data)}")
             continue
         try:
-            specs.append(TaskSpec.model_validate(data))
+            specs.append(TaskSpec.model_validate(data, context=CLIENT_CONTEXT))
         except ValidationError as exc:
             errors.extend(f"{source}:{_line(node, loc)}: {label}: {problem}"
                           for loc, problem in problems(TaskSpec, exc))

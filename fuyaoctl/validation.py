@@ -17,19 +17,22 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from fuyao.errors import InvalidInput
+from fuyao.spec import CLIENT_CONTEXT
 
 Location = tuple[str | int, ...]
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def validate_model(model: type[ModelT], data: ModelT | Mapping[str, Any], *, what: str) -> ModelT:
-    """``data`` as ``model``, or ``InvalidInput("<what>: <problems>")`` naming every bad field."""
+    """``data`` as ``model``, or ``InvalidInput("<what>: <problems>")`` naming every bad field.
+    Accelerator models are left to the hub, whose catalog may have more than the built-in one
+    (``fuyao.spec.CLIENT_CONTEXT``)."""
     if isinstance(data, model):
         return data
     if not isinstance(data, Mapping):
         raise InvalidInput(f"{what}: expected a mapping of fields, got {type(data).__name__}")
     try:
-        return model.model_validate(dict(data))
+        return model.model_validate(dict(data), context=CLIENT_CONTEXT)
     except ValidationError as exc:
         texts = [text for _, text in problems(model, exc)]
         raise InvalidInput(f"{what}: " + "; ".join(texts)) from exc

@@ -57,6 +57,7 @@ class ActiveTask:
     reasons: dict[str, str] = field(default_factory=dict)
     scores: list[dict[str, Any]] = field(default_factory=list)
     owner: str = ""
+    parent: str | None = None         # a part's divided task (``hub.division``)
     failover: bool = False            # next placement may use the headroom reserve
     avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
     unschedulable_since: float | None = None
@@ -73,6 +74,7 @@ class ActiveTask:
             created_at=rec.created_at, updated_at=rec.updated_at, cluster=rec.cluster,
             node=rec.node, generation=rec.generation, message=rec.message,
             reasons=dict(rec.reasons), scores=list(rec.scores), owner=rec.owner,
+            parent=rec.parent,
         )
 
     def request(self) -> PlacementRequest:
@@ -93,6 +95,7 @@ class ActiveTask:
             created_at=self.created_at, updated_at=self.updated_at, cluster=self.cluster,
             node=self.node, generation=self.generation, message=self.message,
             reasons=dict(self.reasons), scores=list(self.scores), owner=self.owner,
+            parent=self.parent,
         )
 
 

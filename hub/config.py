@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from fuyao.errors import InvalidInput
+from fuyao.kubefence import DEFAULT_IMAGE as DEFAULT_WATCHDOG_IMAGE
 from fuyao.quantity import parse_duration
 
 DEFAULT_API_PORT = 8848
@@ -65,6 +66,7 @@ class HubConfig:
     max_body_bytes: int = 4 * 1024 * 1024   # REST request bodies above this: 413
     retain_ended: float = 7 * 24 * 3600.0   # ended tasks are deleted this long after (0: never)
     secrets_key_file: Path | None = None    # encrypts push members' credentials (hub.push)
+    push_watchdog_image: str = DEFAULT_WATCHDOG_IMAGE   # fences push members (hub.push.fencing)
 
     @property
     def store_url(self) -> str:

@@ -130,6 +130,7 @@ class Hub:
             await self.clusters.load()
             await self.queueing.load()
             count = await self.tasks.load()
+            await self.placement.division.load()
             await self.deps.load()
             await self.profiles.load()
         await self.auth.start(self.config.home)
@@ -256,6 +257,7 @@ class Hub:
         rec = await self.writer.read(self.store.get_task, name)
         events = await self.writer.read(self.store.task_events, rec.id)
         view = self._view(self.tasks.active.get(rec.id), rec)
+        view.parts = await self.placement.division.stored_views(rec)
         view.events = [TaskEvent(at=e.at, kind=e.kind, message=e.message, cluster=e.cluster,
                                  generation=e.generation) for e in events]
         return view
@@ -280,6 +282,8 @@ class Hub:
             eviction_rate=self.config.timings.eviction_rate,
             queue_position=hold["position"] if hold else None,
             held_by=hold["held_by"] if hold else None,
+            parts=self.placement.division.views(rec.id),
+            parent=rec.name.rsplit(".", 1)[0] if rec.parent else None,
         )
 
     # -- misc -----------------------------------------------------------------------------------

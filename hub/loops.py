@@ -25,9 +25,11 @@ from hub.auth.actor import SYSTEM, Actor
 from hub.clusters import ClusterManager
 from hub.config import Timings
 from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
+from hub.division import Division
 from hub.failover import Evictor
 from hub.metrics import Metrics
 from hub.placement import memshare
+from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.queueing import Queueing
@@ -63,6 +65,7 @@ class PlacementLoop:
         self.interval = interval
         self.wake = asyncio.Event()
         self._lock = asyncio.Lock()
+        self.division = Division(tasks, self.poke)   # tasks divided across clusters
 
     def poke(self) -> None:
         """Ask for a cycle soon (something changed)."""
@@ -96,12 +99,12 @@ class PlacementLoop:
                 if hold is not None:
                     held.append((task, hold))
                     continue
+                if self.division.divided(task):
+                    continue    # its parts are placed as tasks of their own
                 request = cycle.request(task)
                 if request is None:
                     continue    # a queue quota holds it (cycle.held says which)
-                weights = task.spec.score_weights
-                scheduler = (self.variant(weights) if weights and self.variant is not None
-                             else self.scheduler)
+                scheduler = self._scheduler(task)
                 decide = partial(memshare.schedule, scheduler)
                 request, result = cycle.decide(task, request, decide)
                 if result.cluster is None and task.avoid:
@@ -110,6 +113,11 @@ class PlacementLoop:
                     task.avoid.clear()
                     request, result = cycle.decide(task, cycle.request(task) or request,
                                                    decide)
+                if self.division.wants(task, result):
+                    missed = self.division.place(task, request, decide, scheduler, cycle)
+                    if missed is None:
+                        continue    # divided: its parts are reserved, stored below
+                    result = missed
                 if result.cluster is not None and not cycle.admit(task, result):
                     continue    # over a per-model or per-cluster quota there
                 # Reserve at once, so the next decision in this cycle sees the capacity gone.
@@ -119,10 +127,13 @@ class PlacementLoop:
                 else:
                     waiting.append((task, result))
                     cycle.missed(task, request, result)
+            self.division.top_up(cycle, self._decide, self._scheduler)
             self.queueing.finish(cycle)
             decided = time.perf_counter()
+            placed += await self.division.store()
             commands = await self.tasks.commit(placed, waiting, cycle.held)
             send_all(self.sessions, commands)
+            send_all(self.sessions, await self.division.settle())
             evictions = await self.queueing.preempt(cycle)
             send_all(self.sessions, evictions)
             if held and await self._hold(held):
@@ -130,6 +141,16 @@ class PlacementLoop:
             self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),
                                        decided - started)
             return len(commands)
+
+    def _scheduler(self, task: ActiveTask) -> Scheduler:
+        """The scheduler for the task's own score weights, if it has some."""
+        weights = task.spec.score_weights
+        return (self.variant(weights) if weights and self.variant is not None
+                else self.scheduler)
+
+    def _decide(self, task: ActiveTask) -> Callable[
+            [PlacementRequest], tuple[PlacementRequest, PlacementResult]]:
+        return partial(memshare.schedule, self._scheduler(task))
 
     async def _hold(self, held: Sequence[tuple[ActiveTask, Hold]]) -> bool:
         """Say why held tasks wait; fail those whose dependency failed. True if any failed."""

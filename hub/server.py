@@ -145,7 +145,7 @@ def push_agents(config: HubConfig) -> PushAgents | None:
     vault = Vault(config.home, load_key(config.secrets_key_file))
     ca = config.home / "pki" / "ca.crt" if config.agent_tls else None
     return PushAgents(vault, hub_address=f"127.0.0.1:{config.agent_port}", ca_file=ca,
-                      home=config.home)
+                      home=config.home, watchdog_image=config.push_watchdog_image)
 
 
 def _redact(url: str) -> str:

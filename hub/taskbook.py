@@ -37,6 +37,7 @@ from hub.activetask import (
 )
 from hub.clusters import utcnow
 from hub.fleet import FleetView
+from hub.placement import memshare
 from hub.placement.result import PlacementResult
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
 from hub.writer import StoreWriter
@@ -97,17 +98,27 @@ class TaskBook:
             for s in specs
         ]
         events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
+        return await self.add(records, events)
+
+    async def add(self, records: Sequence[TaskRecord],
+                  events: Sequence[EventRecord]) -> list[TaskRecord]:
+        """Store new tasks (all or none) and make them active (``submit``; the parts of a
+        divided task, ``hub.division``)."""
         stored = await self.writer.call(self.writer.store.add_tasks, records, events)
         for rec in stored:
             self._add(ActiveTask.from_record(rec))
         return stored
 
-    async def cancel(self, name: str) -> tuple[TaskRecord, list[Command]]:
-        """Cancel a task that has not ended; Conflict if it already has."""
+    async def cancel(self, name: str, *, part: bool = False) -> tuple[TaskRecord, list[Command]]:
+        """Cancel a task that has not ended; Conflict if it already has, or if it is one
+        cluster's part of a divided task (``part``: the division itself cancels it)."""
         task = self.by_name(name)
         if task is None:
             rec = await self.writer.read(self.writer.store.get_task, name)  # NotFound if absent
             raise Conflict(f"task {name!r} already ended ({rec.state}); nothing to cancel")
+        if task.parent is not None and not part:
+            raise Conflict(f"task {name!r} is one cluster's part of the divided task "
+                           f"{name.rsplit('.', 1)[0]!r}: cancel that task")
         commands: list[Command] = []
         if task.cluster is not None:
             commands.append(cancel_command(task.cluster, task.id, task.generation,
@@ -375,7 +386,8 @@ class TaskBook:
                 or self.fleet.reservation(task.id) is not None):
             return      # changed while the placement was read
         try:
-            self.fleet.reserve(cluster, task.id, task.spec.requests(), last.nodes)
+            held = memshare.held_requests(self.fleet, cluster, task.spec.requests(), last.nodes)
+            self.fleet.reserve(cluster, task.id, held, last.nodes)
         except FuyaoError as exc:
             log.warning("task %s: cannot hold its nodes on %s again: %s", task.name, cluster,
                         exc.message)
@@ -397,6 +409,17 @@ class TaskBook:
         self._drop(task)
         for hook in self.on_end:
             hook(task)
+
+    async def end(self, task: ActiveTask, state: TaskState, kind: str, message: str) -> None:
+        """End a divided task by its parts' outcome (``hub.division``)."""
+        if not task.state.terminal:
+            await self._finish(task, state, kind, message)
+
+    async def mark(self, task: ActiveTask, state: TaskState, kind: str, message: str) -> None:
+        """Set a divided task's state and message as its parts add up (``hub.division``)."""
+        if (state, message) != (task.state, task.message):
+            task.state, task.message = state, message
+            await self._save(task, utcnow(), kind, message, "state", "message", durable=False)
 
     async def fail_waiting(self, task: ActiveTask, kind: str, message: str) -> None:
         """Fail a Queued task that can never run (e.g. a dependency failed); no-op otherwise."""

@@ -29,8 +29,14 @@ MANAGED = "app.kubernetes.io/managed-by=fuyao-agent"
 RESTARTABLE_PODS = f"{MANAGED},{FAILOVER_LABEL}!=never"
 
 
-def sweep(api: Any, namespace: str, lease_name: str, now: datetime | None = None) -> list[str]:
-    """One check: if the Lease expired, delete the restartable task pods; their names."""
+DEFAULT_GRACE = 5
+
+
+def sweep(api: Any, namespace: str, lease_name: str, now: datetime | None = None,
+          grace: int = DEFAULT_GRACE) -> list[str]:
+    """One check: if the Lease expired, delete the restartable task pods (``grace`` seconds
+    to stop, not the pod's own period: the hub's failover margin must cover it); their
+    names."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -57,7 +63,7 @@ def sweep(api: Any, namespace: str, lease_name: str, now: datetime | None = None
                 or labels.get("app.kubernetes.io/managed-by") != "fuyao-agent"):
             continue     # the selector says the same; checked again in case it was ignored
         try:
-            core.delete_namespaced_pod(meta.name, namespace)
+            core.delete_namespaced_pod(meta.name, namespace, grace_period_seconds=grace)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -75,8 +81,11 @@ def sweep(api: Any, namespace: str, lease_name: str, now: datetime | None = None
 @click.option("--lease-name", default="fuyao-agent", show_default=True)
 @click.option("--interval", type=float, default=1.0, show_default=True,
               help="Seconds between checks.")
+@click.option("--grace-period", type=click.IntRange(0, 3600), default=DEFAULT_GRACE,
+              show_default=True,
+              help="Seconds a fenced pod gets to stop (keep it below the hub's failover_margin).")
 def watchdog_command(kubeconfig: Path | None, namespace: str, lease_name: str,
-                     interval: float) -> None:
+                     interval: float, grace_period: int) -> None:
     """Delete restartable task pods while the agent's Lease is expired."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
@@ -96,7 +105,7 @@ def watchdog_command(kubeconfig: Path | None, namespace: str, lease_name: str,
         log.info("watching Lease %s/%s every %.1fs", namespace, lease_name, interval)
         while True:
             try:
-                sweep(api, namespace, lease_name)
+                sweep(api, namespace, lease_name, grace=grace_period)
             except (ApiException, OSError) as exc:
                 log.warning("check failed (will retry): %s", exc)
             time.sleep(interval)

@@ -13,14 +13,19 @@ request: a plain request goes straight to ``Scheduler.schedule``; a memory reque
 as one share request per device memory size its selector matches in the fleet, the
 smallest card first (least memory wasted), and the first that places wins - that request is
 the one reserved. Cost: one decision per distinct size (a handful), only for such tasks.
+
+``held_requests`` rebuilds that share request for a task placed before a hub restart
+(``TaskBook`` holds its nodes again): the smallest card of its nodes big enough for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from fuyao.nodescheduler import memory_share
-from hub.fleet import WHOLE
+from fuyao.spec import TaskRequests
+from hub.fleet import WHOLE, FleetView
 from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
@@ -57,3 +62,21 @@ def schedule(scheduler: Scheduler,
         first = first or (variant, result)
     assert first is not None
     return first
+
+
+def held_requests(fleet: FleetView, cluster: str, requests: TaskRequests,
+                  nodes: Sequence[str]) -> TaskRequests:
+    """What a placed task holds on ``nodes``: its own requests, or for a memory-sharing task
+    the share of the smallest card on those nodes that has its memory (as ``schedule``
+    chose it: smallest card first)."""
+    want = max(requests.gpu_mem_mib, requests.gpu_memory_mib)
+    info = fleet.cluster(cluster)
+    if not requests.gpu_mem_mib or info is None:
+        return requests
+    sizes = sorted({d.memory_mib for name in set(nodes) if (node := info.node(name)) is not None
+                    for d in node.info.devices if d.memory_mib >= want})
+    if not sizes:
+        return requests
+    return replace(requests, gpu_milli=memory_share(requests.gpu_mem_mib, sizes[0],
+                                                    requests.gpu_milli),
+                   gpu_memory_mib=sizes[0])

@@ -4,11 +4,13 @@ Composed by ``hub.server`` (``PushAgents.start`` after the hub starts, ``stop`` 
 stops) and called by the REST routes in ``hub.api.push`` and ``hub.api.clusters``. A join
 checks the credentials (``verify``), registers the cluster like any join (its one-time
 token goes to a 0600 file in the child's state directory, where the agent keeps its
-credential afterwards), stores the kubeconfig encrypted (``vault``) and starts the child:
+credential afterwards), installs the member's fencing watchdog (``fencing``), stores the
+kubeconfig encrypted (``vault``) and starts the child:
 ``fuyao-agent --backend kube --kubeconfig -`` with the decrypted kubeconfig written to its
 stdin and closed, so the plaintext never touches the disk. A child that exits is started
 again with backoff (1 s doubling to 60 s); its output goes to ``<home>/push/<name>.log``.
-Remove stops the child and deletes the credentials and the state directory.
+Remove stops the child, removes the watchdog, and deletes the credentials and the state
+directory.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ import yaml
 
 from fuyao import kubeconfig
 from fuyao.errors import Conflict, FuyaoError, InvalidInput
+from fuyao.kubefence import DEFAULT_IMAGE
 from fuyao.spec import JoinRequest, JoinResponse
-from hub.push import verify
+from hub.push import fencing, verify
 from hub.push.vault import Vault
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 60.0
+TASK_NAMESPACE = "fuyao-tasks"   # the push agent's defaults (fuyao-agent --namespace, --lease-name)
+LEASE_NAME = "fuyao-agent"
 
 
 def agent_program() -> list[str]:
@@ -48,8 +53,9 @@ class PushAgents:
     """The push members' agents: credentials in a vault, one child process each."""
 
     def __init__(self, vault: Vault, *, hub_address: str, ca_file: Path | None,
-                 home: Path) -> None:
+                 home: Path, watchdog_image: str = DEFAULT_IMAGE) -> None:
         self.vault = vault
+        self.watchdog_image = watchdog_image
         self.hub_address = hub_address
         self.ca_file = ca_file
         self.home = home
@@ -73,11 +79,20 @@ class PushAgents:
     async def join(self, req: JoinRequest, doc: dict[str, Any],
                    register: Callable[[JoinRequest], Awaitable[JoinResponse]],
                    ) -> tuple[JoinResponse, int]:
-        """Verify, register, store, start. ``register`` is ``Hub.join_cluster``."""
+        """Verify, fence, register, store, start. ``register`` is ``Hub.join_cluster``.
+
+        The member's watchdog (``fencing``) is installed before anything is stored: a member
+        the hub cannot fence is refused, like one whose credentials lack a verb."""
         if req.name in self.vault.names():
             raise Conflict(f"cluster {req.name!r} is already push-joined")
         nodes = await asyncio.to_thread(verify.check, doc)
-        answer = await register(req)
+        await asyncio.to_thread(fencing.install, doc, TASK_NAMESPACE, LEASE_NAME,
+                                self.watchdog_image, req.name)
+        try:
+            answer = await register(req)
+        except BaseException:
+            await asyncio.to_thread(fencing.uninstall, doc, TASK_NAMESPACE)
+            raise
         state = self._state_dir(req.name)
         shutil.rmtree(state, ignore_errors=True)
         state.mkdir(parents=True, mode=0o700)
@@ -94,6 +109,9 @@ class PushAgents:
         if name not in self.vault.names():
             return False
         await self._halt(name)
+        doc = yaml.safe_load(self.vault.get(name))
+        if isinstance(doc, dict):
+            await asyncio.to_thread(fencing.uninstall, doc, TASK_NAMESPACE)
         self.vault.delete(name)
         shutil.rmtree(self._state_dir(name), ignore_errors=True)
         return True
@@ -138,7 +156,8 @@ class PushAgents:
         state = self._state_dir(name)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         args = [*agent_program(), "--hub", self.hub_address, "--cluster", name,
-                "--backend", "kube", "--kubeconfig", "-", "--state-dir", str(state)]
+                "--backend", "kube", "--kubeconfig", "-", "--state-dir", str(state),
+                "--namespace", TASK_NAMESPACE, "--lease-name", LEASE_NAME]
         token = state / "join.token"
         if token.exists():
             args += ["--token-file", str(token)]

@@ -22,7 +22,8 @@ from fuyao.errors import InvalidInput
 TIMEOUT = 10.0
 # (verb, resource, API group) the agent needs beyond listing nodes.
 NEEDED = (("watch", "nodes", ""), ("list", "pods", ""), ("watch", "pods", ""),
-          ("create", "pods", ""), ("delete", "pods", ""), ("create", "namespaces", ""))
+          ("create", "pods", ""), ("delete", "pods", ""), ("create", "namespaces", ""),
+          ("create", "leases", "coordination.k8s.io"), ("update", "leases", "coordination.k8s.io"))
 
 
 def check(doc: dict[str, Any]) -> int:
@@ -57,11 +58,16 @@ def _allowed(reviews: client.AuthorizationV1Api, verb: str, resource: str, group
     return bool(answer.status and answer.status.allowed)
 
 
-def _refusal(exc: ApiException, server: str) -> str:
+def api_message(exc: ApiException) -> str:
+    """The API server's own message (its Status body's ``message``), or empty."""
     try:
-        message = str(json.loads(exc.body or "{}").get("message", ""))
+        return str(json.loads(exc.body or "{}").get("message", ""))
     except (ValueError, AttributeError):
-        message = ""
+        return ""
+
+
+def _refusal(exc: ApiException, server: str) -> str:
+    message = api_message(exc)
     if exc.status == 401:
         return f"the Kubernetes API at {server} refused the credentials (401 Unauthorized)"
     if exc.status == 403:

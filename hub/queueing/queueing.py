@@ -172,8 +172,8 @@ class Queueing:
         usage = Usage()
         demands: dict[str, Vector] = {}
         for task in self.tasks.active.values():
-            if task.state not in ADMITTED:
-                continue
+            if task.state not in ADMITTED or task.cluster is None:
+                continue    # (a divided task: its parts are charged)
             need = self._demands.get(task.id)
             if need is None:
                 need = demand(task.spec.requests(), self._model(task))

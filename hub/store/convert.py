@@ -94,7 +94,7 @@ def task_record(row: TaskRow) -> TaskRecord:
         priority=row.priority, seq=row.seq, created_at=must(row.created_at),
         updated_at=must(row.updated_at), cluster=row.cluster, node=row.node,
         generation=row.generation, message=row.message, reasons=dict(row.reasons),
-        scores=list(row.scores), owner=row.owner,
+        scores=list(row.scores), owner=row.owner, parent=row.parent,
     )
 
 
@@ -107,6 +107,7 @@ def task_values(rec: TaskRecord) -> dict[str, Any]:
         "updated_at": utc(rec.updated_at, "updated_at"), "cluster": rec.cluster,
         "node": rec.node, "generation": rec.generation, "message": rec.message,
         "reasons": dict(rec.reasons), "scores": list(rec.scores), "owner": rec.owner,
+        "parent": rec.parent,
     }
 
 

@@ -224,6 +224,13 @@ def _identities(conn: Connection) -> None:
     m.create_all(conn)
 
 
+def _task_parts(conn: Connection) -> None:
+    """Migration 7: a task divided across clusters has one part per cluster, each a task of
+    its own whose ``parent`` is the divided task's id (``hub.division``). Frozen."""
+    conn.execute(sa.text("ALTER TABLE tasks ADD COLUMN parent VARCHAR NULL"))
+    conn.execute(sa.text("CREATE INDEX ix_tasks_parent ON tasks (parent)"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "queue borrow limits", _queue_borrow),
@@ -231,6 +238,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "capacity samples: unschedulable, fragmented, queued demand", _capacity_demand),
     Migration(5, "cluster taints", _cluster_taints),
     Migration(6, "identities: audit actor details, task owner, agent certificates", _identities),
+    Migration(7, "task parts: a divided task's parent", _task_parts),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

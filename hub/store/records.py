@@ -56,6 +56,7 @@ class TaskRecord:
     reasons: dict[str, str] = field(default_factory=dict)
     scores: list[dict[str, Any]] = field(default_factory=list)
     owner: str = ""
+    parent: str | None = None     # the divided task this is one cluster's part of
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,10 +281,14 @@ class Store(IdentityStore, QueueRows):
 
     def list_tasks(self, *, state: str | None = None, cluster: str | None = None,
                    states: Sequence[str] | None = None, queues: Sequence[str] | None = None,
-                   after_seq: int = 0, limit: int | None = None) -> list[TaskRecord]:
-        """Tasks in submission order, filtered by state, any of ``states``, cluster and any
-        of ``queues``; a page: the first ``limit`` with ``seq`` above ``after_seq``."""
+                   after_seq: int = 0, limit: int | None = None,
+                   parents: Sequence[str] | None = None) -> list[TaskRecord]:
+        """Tasks in submission order, filtered by state, any of ``states``, cluster, any
+        of ``queues`` and any of ``parents`` (the parts of those divided tasks); a page: the
+        first ``limit`` with ``seq`` above ``after_seq``."""
         query = select(TaskRow)
+        if parents is not None:
+            query = query.where(col(TaskRow.parent).in_(list(parents)))
         if state is not None:
             query = query.where(TaskRow.state == state)
         if states is not None:

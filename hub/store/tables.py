@@ -117,6 +117,7 @@ class TaskRow(SQLModel, table=True):
     created_at: datetime = _ts()
     updated_at: datetime = _ts()
     owner: str = _label()                   # the API token that submitted it ('' before auth)
+    parent: str | None = Field(default=None, index=True)   # a divided task's id, for its parts
 
 
 class PlacementRow(SQLModel, table=True):

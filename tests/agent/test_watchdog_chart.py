@@ -11,6 +11,8 @@ import kubernetes_validate
 import yaml
 from helm_python.chart import Chart
 
+from fuyao.kubefence import DEFAULT_IMAGE, WATCHDOG, watchdog_objects, watchdog_rules
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "fuyao-agent"
 VALUES = {"cluster": "gpu-east", "hub": "hub.example:8849"}
 
@@ -31,6 +33,8 @@ def test_watchdog_deployment_and_least_privilege_rbac() -> None:
     deployment = by(docs, "Deployment", "east-fuyao-watchdog")
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "east-fuyao-watchdog"
+    # The image's default command is the hub: the watchdog names its own entry point.
+    assert pod["containers"][0]["command"] == ["fuyao-agent"]
     assert pod["containers"][0]["args"] == [
         "watchdog", "--namespace=fuyao-tasks", "--lease-name=fuyao-agent", "--interval=1"]
     role = by(docs, "Role", "east-fuyao-watchdog")
@@ -44,6 +48,31 @@ def test_watchdog_deployment_and_least_privilege_rbac() -> None:
     agent = by(docs, "Deployment", "east-fuyao-agent")
     assert "--lease-name=fuyao-agent" in agent["spec"]["template"]["spec"]["containers"][0][
         "args"]
+
+
+def test_the_hub_installs_the_same_watchdog_in_push_members_as_the_chart() -> None:
+    """``fuyao.kubefence`` (what ``cluster join`` in push mode installs) and the chart grant
+    the same rules and run the same command: they cannot drift apart."""
+    docs = render(VALUES | {"watchdog": {"enabled": True, "leaseName": "fence",
+                                         "interval": 2}})
+    chart_pod = by(docs, "Deployment", "east-fuyao-watchdog")["spec"]["template"]["spec"]
+    chart_role = by(docs, "Role", "east-fuyao-watchdog")
+    pushed = {o["kind"]: o for o in watchdog_objects("fuyao-tasks", "fence", interval=2,
+                                                     cluster="east")}
+    for obj in pushed.values():
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+        assert obj["metadata"]["namespace"] == "fuyao-tasks"
+    assert pushed["Role"]["rules"] == chart_role["rules"] == watchdog_rules("fence")
+    container = pushed["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    (chart_container,) = chart_pod["containers"]
+    assert (container["command"], container["args"]) == (
+        chart_container["command"], chart_container["args"])
+    assert container["image"] == chart_container["image"] == DEFAULT_IMAGE
+    binding = pushed["RoleBinding"]
+    assert binding["roleRef"]["name"] == pushed["Role"]["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": WATCHDOG,
+                                    "namespace": "fuyao-tasks"}]
+    assert pushed["Deployment"]["spec"]["template"]["spec"]["serviceAccountName"] == WATCHDOG
 
 
 def test_watchdog_can_be_turned_off() -> None:

@@ -6,7 +6,9 @@ against a stand-in API server whose scheduler loop binds the pods (``tests/agent
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fuyao.kubefence import WATCHDOG, watchdog_rules
 from fuyaoctl.localstack import LocalStack, Proc, _command
 from tests.agent.kubestandin import KubeStandIn
 from tests.agent.kubestandin.tls import make_tls
@@ -249,3 +252,109 @@ def test_a_gang_that_cannot_fully_bind_is_rolled_back_and_spills_over(fed: Feder
                  and t["cluster"] == "south" and t, "spill-over to south", timeout=90)
     assert done["cluster"] == "south"
     assert len(south.pod_names(NS)) == 2
+
+
+def push_agent_pid(cluster: str) -> int:
+    """The pid of the ``fuyao-agent`` child the hub runs for a push member."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (any(a.endswith(b"fuyao-agent") for a in argv[:2]) and b"--kubeconfig" in argv
+                and b"--cluster" in argv and argv[argv.index(b"--cluster") + 1]
+                == cluster.encode()):
+            return int(proc.name)
+    raise AssertionError(f"no push agent for {cluster}")
+
+
+def member_kubeconfig(path: Path, server: KubeStandIn, flags: list[str]) -> Path:
+    """A kubeconfig for a push member's stand-in (the credentials of ``push_member``)."""
+    token, ca = flags[flags.index("--token") + 1], flags[flags.index("--certificate-authority")
+                                                        + 1]
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server.url,
+                                               "certificate-authority": ca}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
+def test_a_push_join_installs_the_fencing_watchdog_and_remove_takes_it_away(
+    fed: Federation
+) -> None:
+    fed.stack.start_hub()
+    east, flags = push_member(fed)
+    east.denied = {("create", "deployments")}
+    refused = fed.ctl("cluster", "join", "east", *flags, ok=False)
+    assert "cannot install the fencing watchdog (Deployment fuyao-tasks/fuyao-watchdog): " \
+           "403" in refused.stderr
+    assert fed.ctl_json("cluster", "list") == []
+    assert not east.roles and not east.rolebindings and not east.deployments
+    east.denied = set()
+    fed.ctl("cluster", "join", "east", *flags)
+    key = (NS, WATCHDOG)
+    assert east.roles[key]["rules"] == watchdog_rules("fuyao-agent")
+    assert east.rolebindings[key]["subjects"][0]["name"] == WATCHDOG
+    assert key in east.accounts
+    container = east.deployments[key]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["watchdog", f"--namespace={NS}", "--lease-name=fuyao-agent",
+                                 "--interval=1"]
+    fed.ctl("cluster", "remove", "east", "--yes")
+    assert not east.roles and not east.rolebindings and not east.deployments
+    assert key not in east.accounts
+
+
+def test_a_frozen_push_agent_is_fenced_by_its_watchdog_before_the_hub_moves_the_task(
+    fed: Federation
+) -> None:
+    """SIGSTOP the hub's agent for a push member: the watchdog the hub installed there (run
+    here with the Deployment's own command) deletes the task pod once the Lease expires,
+    before the hub re-places the task on another member; never two copies at once."""
+    fed.stack.start_hub()
+    east, flags = push_member(fed)
+    fed.ctl("cluster", "join", "east", "--label", "fuyao.io/region=east", *flags)
+    west = pull_member(fed, headroom=0.0)
+    fed.stack.wait_ready(["east", "west"], timeout=60)
+    spec = {"name": "fenced", "gpu": 1,
+            "cluster_preference": [{"selector": "fuyao.io/region = east", "weight": 100}]}
+    spec_file = fed.tmp / "fenced.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    fed.ctl("task", "submit", "-f", str(spec_file))
+    until(lambda: (t := task(fed, "fenced"))["state"] == "Running" and t["cluster"] == "east",
+          "Running on east")
+    container = east.deployments[(NS, WATCHDOG)]["spec"]["template"]["spec"]["containers"][0]
+    kubeconfig = member_kubeconfig(fed.tmp / "east.kubeconfig", east, flags)
+    fed.stack._spawn("watchdog-east", [
+        *_command(container["command"][0], "member_agent.cli"), *container["args"],
+        "--kubeconfig", str(kubeconfig)])
+
+    def running(server: KubeStandIn) -> list[str]:
+        with server.cond:
+            return [n for (ns, n), p in server.pods.items() if ns == NS
+                    and p["metadata"].get("deletionTimestamp") is None]
+
+    agent = push_agent_pid("east")
+    os.kill(agent, signal.SIGSTOP)
+    try:
+        overlap, deleted_at, moved_at = False, None, None
+        deadline = time.monotonic() + 90
+        while moved_at is None and time.monotonic() < deadline:
+            on_east, on_west = running(east), running(west)
+            overlap = overlap or bool(on_east and on_west)
+            if not on_east and deleted_at is None:
+                deleted_at = time.monotonic()
+            if on_west:
+                moved_at = time.monotonic()
+            time.sleep(0.05)
+    finally:
+        os.kill(agent, signal.SIGCONT)
+    assert deleted_at is not None, "the watchdog never fenced east:\n" + (
+        fed.stack.home / "logs" / "watchdog-east.log").read_text()[-2000:]
+    assert moved_at is not None, "the hub never moved the task to west"
+    assert not overlap and deleted_at < moved_at
+    until(lambda: (t := task(fed, "fenced"))["state"] == "Running" and t["cluster"] == "west",
+          "Running on west")

@@ -11,6 +11,7 @@ happens on purpose instead of by luck.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -458,15 +459,15 @@ async def test_stop_writes_what_is_still_queued(tmp_path: Path) -> None:
         await stop_harness(second)
 
 
-async def test_restart_keeps_the_hold_of_a_placed_task_not_yet_bound(tmp_path: Path) -> None:
-    """A task placed but not yet bound holds its nodes in the hub's view (the member's own
-    accounting does not have it yet). After a hub restart that hold was gone, so the same
-    GPUs were handed to the next task as well."""
-    node = gpu_node("a-0", A100, 8)
+@contextlib.asynccontextmanager
+async def restarted_with_placed(tmp_path: Path, node: NodeInfo, body: dict[str, Any],
+                                ) -> AsyncIterator[tuple[HubHarness, pb.PlaceTask]]:
+    """A task placed (member: Accepted, not bound) by a hub that then stops; a second hub
+    on the same store, its member reconnected and its inventory handled."""
     first = await start_harness(tmp_path / "hub")
     try:
         east = await ready_agent(first, "east", [node], headroom=0.0)
-        await first.api.post("/api/v1/tasks", json={"name": "big", "gpu": 8})
+        await first.api.post("/api/v1/tasks", json=body)
         place = (await east.expect("place")).place
         east.report(place.task_id, 1, pb.TASK_PHASE_ACCEPTED)
         await drained(first)
@@ -481,6 +482,18 @@ async def test_restart_keeps_the_hold_of_a_placed_task_not_yet_bound(tmp_path: P
             task_id=place.task_id, generation=1, phase=pb.TASK_PHASE_ACCEPTED)])
         back.delta([node])                        # handled after the inventory: a marker
         await until(lambda: getattr(second.hub.sessions.get("east"), "seq", None) == 2)
+        yield second, place
+        await back.close()
+    finally:
+        await stop_harness(second)
+
+
+async def test_restart_keeps_the_hold_of_a_placed_task_not_yet_bound(tmp_path: Path) -> None:
+    """A task placed but not yet bound holds its nodes in the hub's view (the member's own
+    accounting does not have it yet). After a hub restart that hold was gone, so the same
+    GPUs were handed to the next task as well."""
+    async with restarted_with_placed(tmp_path, gpu_node("a-0", A100, 8),
+                                     {"name": "big", "gpu": 8}) as (second, place):
         await second.api.post("/api/v1/tasks", json={"name": "next", "gpu": 8})
         await until(lambda: second.hub.tasks.by_name("next").message != "")
         waiting = second.hub.tasks.by_name("next")
@@ -488,6 +501,18 @@ async def test_restart_keeps_the_hold_of_a_placed_task_not_yet_bound(tmp_path: P
         big = second.hub.tasks.by_name("big")
         assert (big.state, big.cluster, big.generation) == (TaskState.PLACED, "east", 1)
         assert second.hub.fleet.reservation(place.task_id) is not None
-        await back.close()
-    finally:
-        await stop_harness(second)
+
+
+async def test_restart_holds_a_placed_memory_sharing_task_by_its_gpu_memory_too(
+        tmp_path: Path) -> None:
+    """A GPU-memory-sharing task placed but not bound before a restart holds its share of
+    the card again (not CPU and memory only): a second 16 GiB task does not fit the 24 GiB
+    card beside the first one's 16 GiB."""
+    async with restarted_with_placed(tmp_path, gpu_node("a-0", "NVIDIA-A10", 1),
+                                     {"name": "nb", "gpu_mem": "16Gi"}) as (second, place):
+        held = second.hub.fleet.reservation(place.task_id)
+        assert held is not None and held.requests.gpu_milli > 0
+        await second.api.post("/api/v1/tasks", json={"name": "nb2", "gpu_mem": "16Gi"})
+        await until(lambda: second.hub.tasks.by_name("nb2").message != "")
+        waiting = second.hub.tasks.by_name("nb2")
+        assert waiting.state == TaskState.QUEUED, waiting.message

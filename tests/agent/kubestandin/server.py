@@ -6,7 +6,9 @@ authentication (401), RBAC refusals with the API server's wording (403, per verb
 resource, and ``SelfSubjectAccessReview`` answering the same), list and chunked watch with
 ``resourceVersion`` (``410 Gone`` as an ``ERROR`` event after ``compact``, ``BOOKMARK``
 events only with ``allowWatchBookmarks=true``), pod create with admission (``admission.py``),
-server-side apply (``application/apply-patch+yaml``, ``fieldManager`` required) and
+ServiceAccounts, Roles, RoleBindings and Deployments (``objects.py``: what the hub installs
+in a push member), server-side apply (``application/apply-patch+yaml``, ``fieldManager``
+required) and
 ``dryRun=All`` validating against the v1.36 schema, and pod delete taking the grace period
 from the ``DeleteOptions`` body when there is one. State and controllers: ``cluster.py``.
 """
@@ -28,11 +30,14 @@ import yaml
 from tests.agent.kubestandin.admission import Refused, validate_schema
 from tests.agent.kubestandin.cluster import Cluster
 from tests.agent.kubestandin.leases import Leases
+from tests.agent.kubestandin.objects import RESOURCES as OBJECTS
+from tests.agent.kubestandin.objects import Objects
 
 USER = "system:serviceaccount:fuyao-system:fuyao-agent"
 _KINDS = {"nodes": "Node", "pods": "Pod", "namespaces": "Namespace",
-          "serviceaccounts": "ServiceAccount", "priorityclasses": "PriorityClass"}
-_GROUPS = {"priorityclasses": "scheduling.k8s.io"}
+          "priorityclasses": "PriorityClass", **{r: k for r, (k, _, _) in OBJECTS.items()}}
+_GROUPS = {"priorityclasses": "scheduling.k8s.io", "roles": "rbac.authorization.k8s.io",
+           "rolebindings": "rbac.authorization.k8s.io", "deployments": "apps"}
 
 
 class KubeStandIn(Cluster):
@@ -46,6 +51,13 @@ class KubeStandIn(Cluster):
         self.denied: set[tuple[str, str]] = set()   # (verb, resource) RBAC forbids
         self.requests: list[tuple[str, str]] = []
         self.leases = Leases()
+        self.roles: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rolebindings: dict[tuple[str, str], dict[str, Any]] = {}
+        self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
+        self.objects = Objects({"serviceaccounts": self.accounts, "roles": self.roles,
+                                "rolebindings": self.rolebindings,
+                                "deployments": self.deployments},
+                               self.namespaces, lambda: self.denied, USER, self.record)
         self.bookmarks_sent = 0
         self.bookmark_interval = bookmark_interval
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -114,7 +126,7 @@ class KubeStandIn(Cluster):
         if resource == "selfsubjectaccessreviews" and method == "POST":
             return 201, self._review(body)
         verb = {"GET": "get" if name else "list", "POST": "create", "PATCH": "patch",
-                "DELETE": "delete"}.get(method, method.lower())
+                "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
         self._authorize(verb, resource, ns)
         if resource == "leases" and ns is not None:
             return self.leases.serve(method, ns, name, body)
@@ -122,6 +134,8 @@ class KubeStandIn(Cluster):
         with self.cond:
             if method == "GET":
                 return 200, self._get(resource, ns, name)
+            if resource in OBJECTS and ns is not None:
+                return self.objects.serve(method, resource, ns, name, body)
             if resource == "podgroups" and ns is not None:
                 return self._podgroups(method, ns, name, body)
             if method == "POST" and resource == "pods" and ns is not None:
@@ -168,6 +182,8 @@ class KubeStandIn(Cluster):
         table: dict[Any, dict[str, Any]] = {
             "nodes": self.nodes, "pods": self.pods, "namespaces": self.namespaces,
             "serviceaccounts": self.accounts, "priorityclasses": self.classes,
+            "roles": self.roles, "rolebindings": self.rolebindings,
+            "deployments": self.deployments,
         }.get(resource, {})  # type: ignore[assignment]
         return [o for o in table.values()
                 if ns is None or o["metadata"].get("namespace") in (None, ns)]
