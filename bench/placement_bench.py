@@ -188,10 +188,11 @@ def _tightest_left(cluster: ClusterInfo, req: PlacementRequest) -> dict[str | No
             continue
         free_cards: dict[str, int] = {}
         partial: dict[str, int] = {}
+        dev_free = node.dev_free
         for dev in node.info.devices:
             if dev.memory_mib < r.gpu_memory_mib:
                 continue
-            free = node.dev_free[dev.id]
+            free = dev_free[dev.id]
             if 0 < free < 1000:
                 partial[dev.model] = max(partial.get(dev.model, 0), free)
             free_cards[dev.model] = free_cards.get(dev.model, 0) + (free >= 1000)
@@ -235,10 +236,11 @@ def _device_capacity(node: NodeState, r: TaskRequests) -> dict[str | None, int]:
         return {None: r.replicas}
     out: dict[str | None, int] = {}
     whole: dict[str, int] = {}
+    dev_free = node.dev_free
     for dev in node.info.devices:
         if dev.memory_mib < r.gpu_memory_mib:
             continue
-        free = node.dev_free[dev.id]
+        free = dev_free[dev.id]
         if r.gpu_milli >= 1000:
             whole[dev.model] = whole.get(dev.model, 0) + (free >= 1000)
         else:

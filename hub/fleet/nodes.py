@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from fuyao.inventory import NodeInfo
 
@@ -68,11 +69,17 @@ class ClassSlot:
 
 
 class NodeState:
-    """A node's effective state: reported free minus hub holds (read-only once built)."""
+    """A node's effective state: reported free minus hub holds (read-only once built).
+
+    Memory (a fleet holds one per node, 1,000,000 at 1,000 x 1,000): the per-model sums and
+    the free shares per class are shared (most nodes of a fleet have one of a few device
+    configurations and free patterns), the per-device free shares live only in ``classes``
+    (``dev_free`` is built when asked, off the hot path), and the used amounts are derived.
+    """
 
     __slots__ = (
-        "classes", "cpu", "dev_free", "info", "labels", "mem", "model_devices", "model_used",
-        "name", "pods", "primary", "schedulable", "used_cpu", "used_mem",
+        "classes", "cpu", "info", "labels", "mem", "model_devices", "model_used", "name",
+        "pods", "primary", "schedulable",
     )
 
     def __init__(self, info: NodeInfo, hold: Hold | None) -> None:
@@ -84,27 +91,71 @@ class NodeState:
         self.cpu = max(0, info.free.cpu_milli - held.cpu_milli)
         self.mem = max(0, info.free.memory_mib - held.memory_mib)
         self.pods = max(0, info.free.pods - held.pods)
-        self.used_cpu = max(0, info.allocatable.cpu_milli - self.cpu)
-        self.used_mem = max(0, info.allocatable.memory_mib - self.mem)
-        self.dev_free: dict[str, int] = {}
-        self.model_devices: dict[str, int] = {}
-        self.model_used: dict[str, int] = {}
+        model_devices: dict[str, int] = {}
+        model_used: dict[str, int] = {}
         grouped: dict[DeviceClass, tuple[list[str], list[int]]] = {}
+        held_devices = held.devices
         for dev in info.devices:
-            free = min(WHOLE, max(0, dev.free_milli - held.devices.get(dev.id, 0)))
-            self.dev_free[dev.id] = free
-            self.model_devices[dev.model] = self.model_devices.get(dev.model, 0) + 1
-            self.model_used[dev.model] = self.model_used.get(dev.model, 0) + WHOLE - free
+            free = min(WHOLE, max(0, dev.free_milli - held_devices.get(dev.id, 0)))
+            model_devices[dev.model] = model_devices.get(dev.model, 0) + 1
+            model_used[dev.model] = model_used.get(dev.model, 0) + WHOLE - free
             ids, frees = grouped.setdefault((dev.model, dev.memory_mib), ([], []))
             ids.append(dev.id)
             frees.append(free)
+        self.model_devices = _shared(model_devices)
+        self.model_used = _shared(model_used)
         self.classes = {
-            cls: ClassSlot(tuple(ids), tuple(frees)) for cls, (ids, frees) in grouped.items()
+            cls: ClassSlot(tuple(ids), _shared_frees(tuple(frees)))
+            for cls, (ids, frees) in grouped.items()
         }
         self.primary = (
-            min(self.model_devices, key=lambda m: (-self.model_devices[m], m))
-            if self.model_devices else NO_MODEL
+            min(model_devices, key=lambda m: (-model_devices[m], m))
+            if model_devices else NO_MODEL
         )
+
+    @property
+    def used_cpu(self) -> int:
+        """Allocatable cpu not free (member use and hub holds)."""
+        return max(0, self.info.allocatable.cpu_milli - self.cpu)
+
+    @property
+    def used_mem(self) -> int:
+        """Allocatable memory not free (member use and hub holds)."""
+        return max(0, self.info.allocatable.memory_mib - self.mem)
+
+    @property
+    def dev_free(self) -> dict[str, int]:
+        """Device id -> effective free milli-share (a new dict, built from ``classes``)."""
+        return {dev: free for slot in self.classes.values()
+                for dev, free in zip(slot.ids, slot.frees, strict=True)}
+
+
+_SHARED_KEPT = 65_536
+_shared_maps: dict[tuple[tuple[str, int], ...], Mapping[str, int]] = {}
+
+
+_frees_seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def _shared_frees(frees: tuple[int, ...]) -> tuple[int, ...]:
+    """The one kept tuple equal to ``frees`` (whole free cards repeat on most nodes)."""
+    found = _frees_seen.get(frees)
+    if found is None:
+        if len(_frees_seen) >= _SHARED_KEPT:
+            _frees_seen.clear()
+        found = _frees_seen[frees] = frees
+    return found
+
+
+def _shared(counts: dict[str, int]) -> Mapping[str, int]:
+    """One read-only mapping per distinct content, shared by every node that has it."""
+    key = tuple(counts.items())
+    found = _shared_maps.get(key)
+    if found is None:
+        if len(_shared_maps) >= _SHARED_KEPT:
+            _shared_maps.clear()   # nodes keep theirs; new ones start sharing afresh
+        found = _shared_maps[key] = MappingProxyType(counts)
+    return found
 
 
 _NO_HOLD = Hold()

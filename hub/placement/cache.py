@@ -6,7 +6,8 @@
 - ``ShapeTable``: for one request shape (selector, requests, priority, failover), each
   cluster's filter status, fit and raw scores, in the fleet's cluster order, current to a
   fleet tick. A decision re-judges only the clusters ``FleetView.changed_since`` that tick
-  (any change to a cluster moves its ``version``), then ranks from the table's columns.
+  (any change to a cluster moves its ``version``), then ranks from the table's columns -
+  or from its ``Ranking`` (``hub.placement.ranking``), totals kept current on change.
 - ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
   the cluster's ``layout_version`` and the ``model_version`` of every model the search read
   (``hub.fleet.fit_models``) stay put. A re-judged cluster reuses it - so a reservation on
@@ -21,6 +22,7 @@ from itertools import compress
 
 from hub.fleet import ClusterInfo, Fit, FleetView, Miss, fit_models
 from hub.placement.framework import SUCCESS, PlacementRequest, Status
+from hub.placement.ranking import Ranking
 
 _FITS_PER_CLUSTER = 512
 
@@ -31,8 +33,8 @@ class ShapeTable:
     """One request shape's verdicts, aligned with the fleet's clusters (sorted by name)."""
 
     __slots__ = (
-        "clusters", "fit_id", "fits", "fixed", "names", "oks", "positions", "raws", "redo",
-        "seen", "statuses",
+        "clusters", "fit_id", "fits", "fixed", "frees", "names", "oks", "positions", "ranking",
+        "raws", "redo", "seen", "statuses",
     )
 
     def __init__(
@@ -51,6 +53,8 @@ class ShapeTable:
         self.raws: list[tuple[float, ...]] = [()] * count
         self.fixed = [0.0] * count            # weighted sum of the scores not normalized
         self.fits: list[Fit | Miss | None] = [None] * count
+        self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
+        self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
 
     def due(self, fleet: FleetView) -> list[int]:
         """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
@@ -74,6 +78,8 @@ class ShapeTable:
         copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
         copy.statuses, copy.oks = self.statuses.copy(), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
+        copy.ranking = None   # a one-off decision ranks on the full path
+        copy.frees = self.frees   # by cluster version: the same whatever is excluded
         return copy
 
     def feasible(self) -> tuple[list[str], list[tuple[float, ...]], list[float]]:

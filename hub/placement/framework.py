@@ -11,7 +11,7 @@ from a ``Handle`` and listed, in order and with score weights, by a ``Profile``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -174,6 +174,26 @@ class ScoreNormalizer(Protocol):
         scores: list[float],
     ) -> None:
         """Rewrite the raw scores in place into 0..100 (``scores[i]`` is ``clusters[i]``'s)."""
+        ...
+
+
+class ColumnNormalizer(Protocol):
+    """Optional, beside ``ScoreNormalizer``: ``normalize`` maps each raw score on its own
+    through a summary of the column's distinct values (ClusterWeight: the largest weight).
+
+    With it the scheduler keeps every cluster's normalized score and total between
+    decisions and recomputes them only for the clusters that changed - or for all when the
+    summary moved - instead of normalizing the whole column each decision. ``normalize``
+    must give exactly ``[normalized(summarize(set(scores)), s) for s in scores]``; both
+    must be pure (no randomness, no state): a random normalizer does not implement this.
+    """
+
+    def summarize(self, values: Collection[float]) -> Hashable:
+        """What the normalized scores depend on besides each raw score (from distinct raws)."""
+        ...
+
+    def normalized(self, summary: Hashable, raw: float) -> float:
+        """One cluster's score in 0..100 from its raw score and the column's summary."""
         ...
 
 

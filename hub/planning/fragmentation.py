@@ -86,8 +86,9 @@ def _node_fragments(cluster: ClusterInfo, node: NodeState, shape: WeightedShape)
     fits = shape.selector.matches(node.labels) and _one_fits(cluster, node, shape.requests)
     want = shape.requests.gpu_milli
     out: dict[str, int] = defaultdict(int)
+    dev_free = node.dev_free
     for dev in node.info.devices:
-        free = node.dev_free.get(dev.id, 0)
+        free = dev_free.get(dev.id, 0)
         if free <= 0:
             continue
         too_small = (free < WHOLE if want >= WHOLE else free < want)

@@ -31,7 +31,8 @@ def copy_fleet(fleet: FleetView) -> FleetView:
 def effective_node(node: NodeState) -> NodeInfo:
     """The node's report with hub holds taken off its free amounts (a fresh, hold-free node)."""
     info = node.info
-    devices = tuple(replace(d, free_milli=node.dev_free.get(d.id, d.free_milli))
+    dev_free = node.dev_free
+    devices = tuple(replace(d, free_milli=dev_free.get(d.id, d.free_milli))
                     for d in info.devices)
     free = ResourceAmounts(cpu_milli=node.cpu, memory_mib=node.mem, pods=node.pods)
     return replace(info, free=free, devices=devices)

@@ -48,6 +48,15 @@ def test_placement_bench_runs_with_its_baseline() -> None:
     assert result["disagreements_with_baseline"] == 0
 
 
+def test_memory_bench_reports_the_fleet_and_its_reports_apart() -> None:
+    result = run_bench("memory_bench.py")
+    assert result["nodes"] == 2000 == result["clusters"] * result["nodes_per_cluster"]
+    assert result["peak_rss_mib"] >= result["rss_after_fleet_mib"] > result["rss_base_mib"]
+    assert result["bytes_per_node"] == pytest.approx(
+        result["report_bytes_per_node"] + result["hub_bytes_per_node"], abs=2)
+    assert result["decisions"] == 50
+
+
 TRACES = Path(os.environ.get("FUYAO_TRACES") or ROOT.parent / "shared" / "traces")
 
 

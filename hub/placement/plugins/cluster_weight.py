@@ -7,8 +7,8 @@ favourite feasible cluster always scores 100 (0 for all when every weight is 0).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Collection, Hashable, Sequence
+from typing import ClassVar, cast
 
 from hub.fleet import ClusterInfo
 from hub.placement.framework import MAX_SCORE, CycleState, Handle, PlacementRequest
@@ -33,5 +33,16 @@ class ClusterWeight:
         scores: list[float],
     ) -> None:
         """``100 x weight / max weight among feasible clusters``."""
-        top = max(scores, default=0.0)
-        scores[:] = [MAX_SCORE * w / top for w in scores] if top > 0 else [0.0] * len(scores)
+        summary = self.summarize(set(scores))
+        # weights are few distinct values: compute each once, map the column at C speed
+        by_weight = {w: self.normalized(summary, w) for w in set(scores)}
+        scores[:] = map(by_weight.__getitem__, scores)
+
+    def summarize(self, values: Collection[float]) -> Hashable:
+        """The largest weight (0 when there is none)."""
+        return max(values, default=0.0)
+
+    def normalized(self, summary: Hashable, raw: float) -> float:
+        """``100 x weight / the largest``; 0 for all when the largest is 0."""
+        top = cast(float, summary)
+        return MAX_SCORE * raw / top if top > 0 else 0.0

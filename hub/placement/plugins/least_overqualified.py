@@ -11,8 +11,8 @@ the profile) switches it off.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Collection, Hashable, Sequence
+from typing import ClassVar, cast
 
 from fuyao.catalog import DEFAULT_CATALOG
 from hub.fleet import ClusterInfo, Fit
@@ -47,10 +47,21 @@ class LeastOverqualified:
         scores: list[float],
     ) -> None:
         """Lowest rank 100, highest 0; unranked and CPU-only clusters 100."""
-        ranked = [s for s in scores if s >= 0]
+        summary = self.summarize(set(scores))
+        # catalog ranks are a handful of values: compute each once, map at C speed
+        by_rank = {s: self.normalized(summary, s) for s in set(scores)}
+        scores[:] = map(by_rank.__getitem__, scores)
+
+    def summarize(self, values: Collection[float]) -> Hashable:
+        """(lowest, highest) ranked value, or None when fewer than two ranks differ."""
+        ranked = [s for s in values if s >= 0]
         if not ranked or min(ranked) == max(ranked):
-            scores[:] = [MAX_SCORE] * len(scores)
-            return
-        low, high = min(ranked), max(ranked)
-        scores[:] = [MAX_SCORE if s < 0 else MAX_SCORE * (high - s) / (high - low)
-                     for s in scores]
+            return None
+        return (min(ranked), max(ranked))
+
+    def normalized(self, summary: Hashable, raw: float) -> float:
+        """``100 x (highest - rank) / (highest - lowest)``; 100 unranked or all alike."""
+        if summary is None or raw < 0:
+            return MAX_SCORE
+        low, high = cast(tuple[float, float], summary)
+        return MAX_SCORE * (high - raw) / (high - low)

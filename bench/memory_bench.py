@@ -1,0 +1,135 @@
+"""Hub memory benchmark: what a fleet of C clusters x N nodes costs the hub, and its build time.
+
+Builds the same synthetic fleet as ``placement_bench.py`` (its node kinds, labels and busy
+cards), in two phases so the hub's share is told apart from the reports themselves:
+
+1. the agents' reports: every cluster's ``NodeInfo`` objects (what the agent channel decodes
+   from the wire and the fleet keeps as each node's last report);
+2. the hub's fleet view: ``FleetView.upsert_cluster`` + ``replace_nodes`` for every cluster
+   (node states after reservations, label groups, buckets, per-model sums).
+
+It reports the resident set (RSS) after each phase and the process's peak, bytes per node
+for each phase and in all, and the seconds each phase took; then times a few hundred
+placement decisions on the built fleet so a memory saving is never bought with speed
+unseen. One process per run: RSS is the operating system's figure, not an estimate.
+
+    .venv/bin/python bench/memory_bench.py                      # 1,000 clusters x 1,000 nodes
+    .venv/bin/python bench/memory_bench.py --quick --json        # CI size: 10 x 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+from placement_bench import NODE_KINDS, make_node, make_requests  # beside this script
+
+from fuyao.inventory import NodeInfo
+from fuyao.spec import ClusterState
+from hub.fleet import FleetView
+from hub.placement import Scheduler
+
+MIB = 1024 * 1024
+
+
+def rss_bytes() -> int:
+    """The process's resident set now (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set so far (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reports(rng: random.Random, clusters: int, nodes: int) -> dict[str, list[NodeInfo]]:
+    """Every cluster's node reports, drawn as ``placement_bench.build_fleet`` draws them."""
+    out: dict[str, list[NodeInfo]] = {}
+    for c in range(clusters):
+        name = f"member-{c:03d}"
+        mix = [k[3] * rng.uniform(0.2, 1.8) for k in NODE_KINDS]
+        busy = rng.uniform(0.1, 0.6)
+        kinds = rng.choices(NODE_KINDS, weights=mix, k=nodes)
+        out[name] = [make_node(rng, name, i, k, busy) for i, k in enumerate(kinds)]
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    rng = random.Random(args.seed)
+    total_nodes = args.clusters * args.nodes
+    gc.collect()
+    base = rss_bytes()
+    t0 = time.perf_counter()
+    infos = reports(rng, args.clusters, args.nodes)
+    reports_s = time.perf_counter() - t0
+    gc.collect()
+    after_reports = rss_bytes()
+    t0 = time.perf_counter()
+    fleet = FleetView()
+    for c, (name, nodes) in enumerate(infos.items()):
+        fleet.upsert_cluster(name, labels={"region": f"r{c % 4}"}, weight=1 + c % 5,
+                             headroom=0.1, state=ClusterState.READY)
+        fleet.replace_nodes(name, nodes)
+    fleet_s = time.perf_counter() - t0
+    del infos   # the fleet keeps each node's last report: nothing is freed here
+    gc.collect()
+    after_fleet = rss_bytes()
+    scheduler = Scheduler(fleet)
+    times: list[float] = []
+    for req in make_requests(rng, args.decisions):
+        t0 = time.perf_counter()
+        result = scheduler.schedule(req)
+        times.append(time.perf_counter() - t0)
+        if result.cluster is not None:
+            fleet.reserve(result.cluster, req.task_id, req.requests, result.nodes,
+                          model=result.model)
+    return {
+        "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
+        "rss_base_mib": round(base / MIB, 1),
+        "rss_after_reports_mib": round(after_reports / MIB, 1),
+        "rss_after_fleet_mib": round(after_fleet / MIB, 1),
+        "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
+        "peak_rss_gib": round(peak_rss_bytes() / MIB / 1024, 2),
+        "report_bytes_per_node": round((after_reports - base) / total_nodes),
+        "hub_bytes_per_node": round((after_fleet - after_reports) / total_nodes),
+        "bytes_per_node": round((after_fleet - base) / total_nodes),
+        "reports_build_s": round(reports_s, 2),
+        "fleet_build_s": round(fleet_s, 2),
+        "decisions": len(times),
+        "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=1000, help="nodes per cluster")
+    parser.add_argument("--decisions", type=int, default=300,
+                        help="placement decisions timed on the built fleet")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
+    parser.add_argument("--json", action="store_true", help="print only a JSON summary")
+    args = parser.parse_args(argv)
+    if args.clusters < 1 or args.nodes < 1 or args.decisions < 0:
+        parser.error("--clusters and --nodes must be at least 1, --decisions at least 0")
+    if args.quick:
+        args.clusters, args.nodes, args.decisions = 10, 200, 50
+    out = run(args)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for key, value in out.items():
+            print(f"{key:28} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

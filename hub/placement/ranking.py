@@ -1,0 +1,106 @@
+"""Score totals kept between decisions: one request shape's ranking, updated on change.
+
+Without it the scheduler (``hub.placement.scheduler``) normalizes every score column over
+all feasible clusters and sums every total on every decision - work that grows with the
+number of clusters although only the few clusters that changed since the shape's last
+decision have new raw scores. When every normalizer of the profile is a
+``ColumnNormalizer`` (the default profile's are), a ``ShapeTable`` carries a ``Ranking``:
+
+- per normalized column, how many feasible clusters have each distinct raw value, so the
+  column's summary (ClusterWeight: the largest weight) is known without a scan;
+- every cluster's normalized scores and weighted total, aligned with the table.
+
+The scheduler tells it which clusters it re-judged (``leave`` before, ``join`` after); then
+``refresh`` recomputes the totals of those only - or of all feasible clusters when a
+column's summary moved (the heaviest cluster left, a lower model became feasible). The
+arithmetic is the same as the full path's, in the same order, so totals are bit-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from itertools import compress
+
+from hub.placement.framework import MAX_SCORE, MIN_SCORE, ColumnNormalizer
+
+Column = tuple[int, float, ColumnNormalizer]   # score index, weight, its normalizer
+_UNSET = object()
+
+
+class Ranking:
+    """Normalized scores and totals of one shape table's clusters, kept current."""
+
+    __slots__ = ("_columns", "_counts", "_dirty", "_norms", "_summaries", "totals")
+
+    def __init__(self, count: int, columns: Sequence[Column]) -> None:
+        self._columns = tuple(columns)
+        self._counts: list[dict[float, int]] = [{} for _ in self._columns]
+        self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
+        self._norms = [[0.0] * count for _ in self._columns]
+        self._dirty: set[int] = set()
+        self.totals = [0.0] * count   # valid for the clusters the table marks ok
+
+    def leave(self, raw: tuple[float, ...]) -> None:
+        """A feasible cluster with these raw scores is about to be judged again."""
+        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+            value = raw[j]
+            left = counts[value] - 1
+            if left:
+                counts[value] = left
+            else:
+                del counts[value]
+
+    def join(self, index: int, raw: tuple[float, ...]) -> None:
+        """Cluster ``index`` was judged feasible with these raw scores."""
+        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+            value = raw[j]
+            counts[value] = counts.get(value, 0) + 1
+        self._dirty.add(index)
+
+    def refresh(
+        self, oks: Sequence[bool], raws: Sequence[tuple[float, ...]], fixed: Sequence[float],
+    ) -> bool:
+        """Bring totals up to date; False (and start over next time) if a normalizer raised
+        or left a score outside 0..100 - the caller then takes the full path, which names
+        the clusters in ERROR exactly as it always does."""
+        try:
+            moved = False
+            for k, ((_, _, normalizer), counts) in enumerate(
+                    zip(self._columns, self._counts, strict=True)):
+                summary = normalizer.summarize(counts.keys())
+                if summary != self._summaries[k]:
+                    self._summaries[k] = summary
+                    moved = True
+            due = (compress(range(len(oks)), oks) if moved
+                   else [i for i in self._dirty if oks[i]])
+            self._compute(due, raws, fixed)
+        except Exception:
+            self._summaries = [_UNSET] * len(self._columns)
+            return False
+        self._dirty.clear()
+        return True
+
+    def normalized(self, oks: Sequence[bool]) -> dict[int, list[float]]:
+        """Per normalized score index, the feasible clusters' scores (in table order)."""
+        return {j: list(compress(norms, oks))
+                for (j, _, _), norms in zip(self._columns, self._norms, strict=True)}
+
+    def _compute(
+        self, indices: Sequence[int] | compress[int], raws: Sequence[tuple[float, ...]],
+        fixed: Sequence[float],
+    ) -> None:
+        """``fixed + weight x normalized`` per column in profile order, as the full path."""
+        columns = [(j, weight, normalizer.normalized, summary, norms)
+                   for (j, weight, normalizer), summary, norms
+                   in zip(self._columns, self._summaries, self._norms, strict=True)]
+        totals = self.totals
+        for i in indices:
+            raw = raws[i]
+            total = fixed[i]
+            for j, weight, normalized, summary, norms in columns:
+                value = normalized(summary, raw[j])
+                if not MIN_SCORE <= value <= MAX_SCORE:
+                    raise ValueError(f"normalized score {value!r} outside 0..100")
+                norms[i] = value
+                total = total + weight * value
+            totals[i] = total
