@@ -28,20 +28,13 @@ from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub.auth.actor import agent_actor
 from hub.core import Hub
 from hub.loops import send_all
-from hub.sessions import AgentSession
+from hub.sessions import AgentSession, pack
 
 log = logging.getLogger(__name__)
 LEADER_METADATA = "fuyao-leader"   # member_agent.hubs reads it (no import between packages)
 FEATURES_METADATA = "fuyao-features"  # what this hub reads beyond the first protocol
 FEATURE_BATCH = "batch"            # AgentBatch / HubBatch (member_agent.connection says it too)
 MAX_BATCH = 1000                   # messages per HubBatch, and per AgentBatch accepted
-
-
-def _packed(messages: list[pb.HubMessage], batches: bool) -> list[pb.HubMessage]:
-    """The messages as written on the stream: one HubBatch if the agent reads them."""
-    if batches and len(messages) > 1:
-        return [pb.HubMessage(batch=pb.HubBatch(messages=messages))]
-    return messages
 
 
 def _bearer(context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
@@ -128,9 +121,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 # Everything queued meanwhile goes too: one HubBatch to an agent that reads
                 # them, else one message after the other without waiting again.
                 messages, ending = session.drain(getter.result(), MAX_BATCH)
-                for out in _packed(messages, session.batches):
+                packed = pack(messages, session.batches, self.hub.config.agent_message_limit)
+                for out in packed.messages:
                     yield out
-                self._sent(messages)
+                self._sent(packed.sent)
+                if packed.oversized:
+                    await self._unsendable(cluster, packed.oversized)
                 if ending:
                     break
         finally:
@@ -145,6 +141,23 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await _abort(context, Unauthenticated(f"cluster {cluster} was removed"))
         if failure is not None:     # the agent learns why; its next inventory repeats it all
             await _abort(context, failure)
+
+    async def _unsendable(self, cluster: str, places: list[tuple[pb.PlaceTask, int]]) -> None:
+        """Fail tasks whose PlaceTask alone exceeds ``agent_message_limit``: sent, it would
+        exceed the agent's receive limit and break its stream on every retry."""
+        limit = self.hub.config.agent_message_limit
+        for place, size in places:
+            reason = (f"the hub cannot send this task to {cluster}: its PlaceTask is {size} "
+                      f"bytes encoded, over the {limit}-byte limit of one agent-stream "
+                      "message (agent_message_limit); make its command, image or selector "
+                      "smaller")
+            log.warning("task %s: %s", place.name, reason)
+            self.hub.metrics.unsendable_tasks.inc()
+            report = pb.TaskReport(task_id=place.task_id, generation=place.generation,
+                                   phase=pb.TASK_PHASE_FAILED, reason=reason,
+                                   at_unix_ms=int(time.time() * 1000))
+            send_all(self.hub.sessions, await self.hub.tasks.report(cluster, report))
+        self.hub.placement.poke()
 
     def _sent(self, messages: list[pb.HubMessage]) -> None:
         stages = self.hub.metrics.stages

@@ -20,6 +20,8 @@ from fuyao.quantity import parse_duration
 DEFAULT_API_PORT = 8848
 DEFAULT_AGENT_PORT = 8849
 DEFAULT_HEALTH_PORT = 8851
+DEFAULT_REGISTER_PORT = 8850
+AGENT_RECEIVE_LIMIT = 64 * 1024 * 1024    # what a fuyao-agent accepts in one message
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class HubConfig:
     retain_ended: float = 7 * 24 * 3600.0   # ended tasks are deleted this long after (0: never)
     secrets_key_file: Path | None = None    # encrypts push members' credentials (hub.push)
     push_watchdog_image: str = DEFAULT_WATCHDOG_IMAGE   # fences push members (hub.push.fencing)
+    # One message written on an agent stream is at most this many bytes encoded, well under
+    # the agent's 64 MiB receive limit; a PlaceTask larger alone fails its task.
+    agent_message_limit: int = 16 * 1024 * 1024
 
     @property
     def store_url(self) -> str:
@@ -147,6 +152,9 @@ def check_config(config: HubConfig, where: str = "configuration") -> None:
         problems.append("max_body_bytes must be between 1024 and 1073741824")
     if config.api_rate_limit < 0 or config.api_rate_burst < 1:
         problems.append("api_rate_limit must be >= 0 and api_rate_burst >= 1")
+    if not 1024 <= config.agent_message_limit <= AGENT_RECEIVE_LIMIT // 2:
+        problems.append(f"agent_message_limit must be between 1024 and "
+                        f"{AGENT_RECEIVE_LIMIT // 2} bytes (half the agent's receive limit)")
     if config.retain_ended < 0:
         problems.append("retain_ended must not be negative")
     if problems:

@@ -30,6 +30,14 @@ class Metrics:
             buckets=(0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5), registry=self.registry)
         self.agent_messages = Counter("fuyao_agent_messages", "Messages from agents",
                                       ["kind"], registry=self.registry)
+        self.unsendable_tasks = Counter(
+            "fuyao_agent_unsendable_tasks",
+            "Tasks failed because their PlaceTask exceeds agent_message_limit",
+            registry=self.registry)
+        self.agent_auth = Counter(
+            "fuyao_agent_auth", "Agent authentications by method (certificate, or the "
+            "deprecated bearer credential) and result", ["method", "result"],
+            registry=self.registry)
         self.tasks = Gauge("fuyao_tasks", "Active tasks by state", ["state"],
                            registry=self.registry)
         self.clusters = Gauge("fuyao_clusters", "Clusters by state", ["state"],

@@ -3,7 +3,10 @@
 The agent channel (``hub.agent_service``) opens a session when a stream authenticates and
 closes it when the stream ends; everything else sends commands through ``Sessions.send``,
 which never blocks: a command for a cluster with no stream is dropped, because the
-reconciliation after the agent's next full inventory re-derives it.
+reconciliation after the agent's next full inventory re-derives it. ``pack`` turns what a
+stream drained into what is written on it: no written message is larger than the hub's
+``agent_message_limit`` (HubBatches are split to stay under it), and a PlaceTask too large on
+its own is handed back to be failed instead of breaking the agent's stream.
 """
 
 from __future__ import annotations
@@ -16,6 +19,53 @@ from dataclasses import dataclass, field
 from fuyao.wire.v1 import agent_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+# What one message costs inside a HubBatch beyond its own encoding (field tag + length varint,
+# at most 1 + 5 bytes), and what the batch's own envelope costs in its HubMessage.
+BATCH_OVERHEAD = 6
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A drained outbox as it goes on the stream."""
+
+    messages: list[pb.HubMessage]           # to write, each within the limit
+    sent: list[pb.HubMessage]               # the commands among them (batches unpacked)
+    oversized: list[tuple[pb.PlaceTask, int]]   # PlaceTasks over the limit alone, with size
+
+
+def pack(messages: list[pb.HubMessage], batches: bool, limit: int) -> Packed:
+    """``messages`` as written to an agent: one after the other, or (``batches``: the agent
+    reads HubBatch) as few HubBatches as keep every written message within ``limit`` bytes
+    encoded. A PlaceTask whose own encoding exceeds ``limit`` is left out and returned in
+    ``oversized``: the agent could never receive it (its receive limit ends the stream)."""
+    fitting: list[tuple[pb.HubMessage, int]] = []
+    oversized: list[tuple[pb.PlaceTask, int]] = []
+    for msg in messages:
+        size = msg.ByteSize()
+        if size > limit and msg.HasField("place"):
+            oversized.append((msg.place, size))
+        else:
+            fitting.append((msg, size))
+    sent = [msg for msg, _ in fitting]
+    if not batches:
+        return Packed(sent, sent, oversized)
+    out: list[pb.HubMessage] = []
+    group: list[pb.HubMessage] = []
+    used = BATCH_OVERHEAD
+    for msg, size in fitting:
+        if group and used + size + BATCH_OVERHEAD > limit:
+            out.append(_batch(group))
+            group, used = [], BATCH_OVERHEAD
+        group.append(msg)
+        used += size + BATCH_OVERHEAD
+    if group:
+        out.append(_batch(group))
+    return Packed(out, sent, oversized)
+
+
+def _batch(group: list[pb.HubMessage]) -> pb.HubMessage:
+    return group[0] if len(group) == 1 else pb.HubMessage(batch=pb.HubBatch(messages=group))
 
 
 @dataclass(eq=False)

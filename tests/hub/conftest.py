@@ -7,6 +7,7 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -46,12 +47,14 @@ class HubHarness:
 
 
 async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None = None,
-                        tls: bool = False, redis_url: str | None = None) -> HubHarness:
+                        tls: bool = False, redis_url: str | None = None,
+                        **config: Any) -> HubHarness:
     """Start a hub (SQLite in ``home`` unless ``db_url``), its REST app and agent channel
-    (plaintext unless ``tls``: the TLS path has its own tests)."""
+    (plaintext unless ``tls``: the TLS path has its own tests); ``config``: more
+    ``HubConfig`` fields."""
     port = free_port()
     hub = Hub(HubConfig(home=home, db_url=db_url, agent_port=port, timings=timings,
-                        agent_tls=tls, redis_url=redis_url))
+                        agent_tls=tls, redis_url=redis_url, **config))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
     server = agent_server(hub, f"127.0.0.1:{port}")
