@@ -88,6 +88,7 @@ class LocalStack:
     api_port: int = 0
     agent_port: int = 0
     health_port: int = 0
+    register_port: int = 0        # agents enroll for their client certificate here
     hub_args: list[str] = field(default_factory=list)
     agent_args: list[str] = field(default_factory=list)
     db_url: str | None = None
@@ -101,6 +102,7 @@ class LocalStack:
         self.api_port = self.api_port or free_port()
         self.agent_port = self.agent_port or free_port()
         self.health_port = self.health_port or free_port()
+        self.register_port = self.register_port or free_port()
 
     @property
     def url(self) -> str:
@@ -136,7 +138,8 @@ class LocalStack:
         """Start ``fuyao-hub serve`` and wait until its API answers."""
         argv = [*_command("fuyao-hub", "hub.cli"), "serve", "--home", str(self.home / "hub"),
                 "--api-port", str(self.api_port), "--agent-port", str(self.agent_port),
-                "--health-port", str(self.health_port), *self.hub_args]
+                "--health-port", str(self.health_port),
+                "--register-port", str(self.register_port), *self.hub_args]
         if self.db_url:
             argv += ["--db", self.db_url]
         self.hub = self._spawn("hub", argv)
@@ -172,7 +175,8 @@ class LocalStack:
         file or a trace node list slice (``FILE.csv:START:COUNT``)."""
         token_file = token_file or self.home / f"{name}.token"
         ca_file = token_file.with_name(f"{name}-ca.crt")
-        tls = ["--ca-cert", str(ca_file)] if ca_file.exists() else []
+        tls = (["--ca-cert", str(ca_file), "--register", f"127.0.0.1:{self.register_port}"]
+               if ca_file.exists() else [])
         argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
                 hub or f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
                 str(token_file), *tls, "--state-dir", str(self.home / f"agent-{name}"),

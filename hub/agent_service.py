@@ -1,8 +1,12 @@
 """The agent channel: gRPC ``AgentChannel`` service on port 8849.
 
-``Register`` trades a cluster's one-time join token for a credential. ``Connect`` is the one
-long-lived stream per agent: the credential in the ``authorization`` metadata names the
-cluster (never a message field), the agent sends Hello, a full Inventory, then deltas,
+How a stream's cluster is known depends on the listener (``Auth``): on the agent port with
+TLS, from the client certificate the TLS layer verified (``hub.agentpki`` checks its serial,
+revocation, expiry; ``Renew`` issues the next one there); on an ``--agent-insecure`` port, or
+the deprecated bearer listener, from the bearer credential in the ``authorization`` metadata
+(``Register`` trades a join token for one there; on the bearer listener each use warns,
+is audited and counted). Never from a message field. ``Connect`` is the one long-lived
+stream per agent: the agent sends Hello, a full Inventory, then deltas,
 heartbeats and task reports; the hub answers with PlaceTask / CancelTask commands and asks
 for a resync when a delta's sequence number shows a gap. Messages of one stream are handled
 strictly in order, each one whole even if the stream ends meanwhile. Error mapping:
@@ -15,16 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections.abc import AsyncIterator
 
 import grpc
 
-from fuyao.errors import FuyaoError, InvalidInput, Transient, Unauthenticated
+from fuyao.errors import FuyaoError, InvalidInput, PermissionDenied, Transient, Unauthenticated
 from fuyao.inventory import node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub.agentpki import AgentCertificates
 from hub.auth.actor import agent_actor
 from hub.core import Hub
 from hub.loops import send_all
@@ -44,11 +50,23 @@ def _bearer(context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
     raise Unauthenticated("missing 'authorization: Bearer <credential>' metadata")
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: FuyaoError) -> None:  # type: ignore[type-arg]
+class Auth(enum.Enum):
+    """How a listener's agents prove their cluster."""
+
+    CERTIFICATE = "certificate"      # mutual TLS: the client certificate (the agent port)
+    BEARER = "bearer"                # --agent-insecure: no TLS, so the bearer credential
+    BEARER_DEPRECATED = "bearer-deprecated"   # the old credential, for one more release
+
+
+DEPRECATION = ("the bearer agent credential is deprecated and will be refused by the next "
+               "release: upgrade the agent, which trades it for a client certificate")
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: FuyaoError) -> None:  # type: ignore[type-arg]
     await context.abort(getattr(grpc.StatusCode, exc.grpc_code), exc.message)
 
 
-async def _refuse_standby(hub: Hub, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+async def refuse_standby(hub: Hub, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
     """A standby takes no agents: UNAVAILABLE, naming the leader's agent address in the
     ``fuyao-leader`` trailing metadata (the agent dials it next)."""
     refusal = hub.ha.refusal("take agent streams")
@@ -60,23 +78,32 @@ async def _refuse_standby(hub: Hub, context: grpc.aio.ServicerContext) -> None: 
 class AgentChannel(pb_grpc.AgentChannelServicer):
     """The hub side of the agent protocol."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, auth: Auth = Auth.BEARER,
+                 certificates: AgentCertificates | None = None) -> None:
         self.hub = hub
+        self.auth = auth
+        self.certificates = certificates
+        if auth is Auth.CERTIFICATE and certificates is None:
+            raise ValueError("a certificate listener needs the agent certificates")
 
     async def Register(
         self, request: pb.RegisterRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.RegisterResponse:
         """Trade a join token for a credential."""
+        if self.auth is Auth.CERTIFICATE:
+            await abort(context, PermissionDenied(
+                "this port takes agents with a client certificate: enroll on the hub's "
+                "registration port (fuyao-agent --register HOST:8850)"))
         if not self.hub.ha.leading:
-            await _refuse_standby(self.hub, context)
+            await refuse_standby(self.hub, context)
         try:
             credential = await self.hub.clusters.register(request.cluster, request.token)
         except FuyaoError as exc:
             log.warning("register %s refused: %s", request.cluster, exc.message)
             await self.hub.audit("agent.register", request.cluster, f"refused: {exc.message}",
                                  agent_actor("", context.peer()))
-            await _abort(context, exc)
+            await abort(context, exc)
             raise  # unreachable: abort raises
         await self.hub.audit("agent.register", request.cluster, "ok",
                              agent_actor(request.cluster, context.peer()))
@@ -89,13 +116,15 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
     ) -> AsyncIterator[pb.HubMessage]:
         """Serve one agent stream until it or the hub ends it."""
         if not self.hub.ha.leading:
-            await _refuse_standby(self.hub, context)
+            await refuse_standby(self.hub, context)
+        source = context.peer()
         try:
-            cluster = await self.hub.clusters.authenticate(_bearer(context))
+            cluster = await self._identify(context)
         except FuyaoError as exc:
+            log.warning("agent stream from %s refused: %s", source, exc.message)
             await self.hub.audit("agent.connect", "", f"refused: {exc.message}",
-                                 agent_actor("", context.peer()))
-            await _abort(context, exc)
+                                 agent_actor("", source))
+            await abort(context, exc)
             return
         # Initial metadata tells the agent it was accepted; it writes nothing before it (a
         # write racing a refusal would turn UNAUTHENTICATED into INTERNAL, grpc/grpc#36066).
@@ -106,7 +135,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         await context.send_initial_metadata((("fuyao-cluster", cluster),
                                              ("fuyao-lease-seconds", repr(lease)),
                                              (FEATURES_METADATA, FEATURE_BATCH)))
-        session = self.hub.sessions.open(cluster)
+        session = self.hub.sessions.open(cluster, source)
         log.info("cluster %s: agent stream open", cluster)
         reader = asyncio.create_task(self._read(session, request_iterator))
         failure: FuyaoError | None = None
@@ -138,9 +167,64 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 await self.hub.clusters.disconnected(cluster)
             log.info("cluster %s: agent stream closed", cluster)
         if cluster not in self.hub.clusters.entries:
-            await _abort(context, Unauthenticated(f"cluster {cluster} was removed"))
+            await abort(context, Unauthenticated(f"cluster {cluster} was removed"))
         if failure is not None:     # the agent learns why; its next inventory repeats it all
-            await _abort(context, failure)
+            await abort(context, failure)
+
+    async def _identify(self, context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
+        """The cluster of the caller, by this listener's kind of proof."""
+        if self.auth is Auth.CERTIFICATE:
+            assert self.certificates is not None
+            try:
+                peer = await self.certificates.identify(context.auth_context(),
+                                                        self.hub.clusters.entries)
+            except FuyaoError:
+                self.hub.metrics.agent_auth.labels(method="certificate", result="refused").inc()
+                raise
+            self.hub.metrics.agent_auth.labels(method="certificate", result="ok").inc()
+            return peer.cluster
+        method = "bearer"
+        try:
+            cluster = await self.hub.clusters.authenticate(_bearer(context))
+        except FuyaoError:
+            self.hub.metrics.agent_auth.labels(method=method, result="refused").inc()
+            raise
+        self.hub.metrics.agent_auth.labels(method=method, result="ok").inc()
+        if self.auth is Auth.BEARER_DEPRECATED:
+            log.warning("cluster %s connected with a bearer credential from %s: %s", cluster,
+                        context.peer(), DEPRECATION)
+            await self.hub.audit("agent.connect", cluster, f"ok: {DEPRECATION}",
+                                 agent_actor(cluster, context.peer()))
+        return cluster
+
+    async def Renew(
+        self, request: pb.RenewRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.CertificateResponse:
+        """The next certificate of the caller's cluster (mutual TLS only)."""
+        if self.auth is not Auth.CERTIFICATE or self.certificates is None:
+            await abort(context, PermissionDenied(
+                "certificates are renewed on the mutual-TLS agent port only"))
+            raise AssertionError("unreachable: abort raises")
+        if not self.hub.ha.leading:
+            await refuse_standby(self.hub, context)
+        source = context.peer()
+        try:
+            peer = await self.certificates.identify(context.auth_context(),
+                                                    self.hub.clusters.entries)
+            issued = await self.certificates.record(
+                self.certificates.sign(peer.cluster, request.csr), replace=False)
+        except FuyaoError as exc:
+            log.warning("certificate renewal from %s refused: %s", source, exc.message)
+            await self.hub.audit("agent.renew", "", f"refused: {exc.message}",
+                                 agent_actor("", source))
+            await abort(context, exc)
+            raise   # unreachable: abort raises
+        await self.hub.audit("agent.renew", peer.cluster,
+                             f"ok: certificate {issued.serial} until "
+                             f"{issued.expires_at.isoformat()} (was {peer.serial})",
+                             agent_actor(peer.cluster, source))
+        return pb.CertificateResponse(**self.certificates.response_fields(issued))
 
     async def _unsendable(self, cluster: str, places: list[tuple[pb.PlaceTask, int]]) -> None:
         """Fail tasks whose PlaceTask alone exceeds ``agent_message_limit``: sent, it would
@@ -192,7 +276,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             return FuyaoError(f"hub error handling an agent message: {type(exc).__name__}")
         return None
 
-    async def _forged(self, cluster: str, report: pb.TaskReport) -> bool:
+    async def _forged(self, cluster: str, report: pb.TaskReport, source: str = "") -> bool:
         """True (and audited) for a status of a task this cluster was never given: another
         cluster's task. Changes nothing; a stale copy of a task that moved away is not forged
         (the hub cancels it)."""
@@ -207,7 +291,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         await self.hub.audit("agent.report", task.name,
                              f"refused: cluster {cluster} reported a status for task "
                              f"{task.name}, which is placed on {task.cluster}",
-                             agent_actor(cluster))
+                             agent_actor(cluster, source))
         return True
 
     async def handle(self, session: AgentSession, msg: pb.AgentMessage) -> None:
@@ -265,7 +349,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 lease_seconds=hub.config.timings.member_lease)))
         elif kind == "task":
             received = time.time()
-            if await self._forged(cluster, msg.task):
+            if await self._forged(cluster, msg.task, session.source):
                 return
             send_all(hub.sessions, await hub.tasks.report(cluster, msg.task))
             if msg.task.phase == pb.TASK_PHASE_RUNNING:

@@ -16,11 +16,13 @@ import click
 
 from fuyao import __version__
 from fuyao.errors import FuyaoError
+from fuyao.quantity import parse_duration
 from hub.auth.service import AUTH_MODES, check_auth_mode
 from hub.config import (
     DEFAULT_AGENT_PORT,
     DEFAULT_API_PORT,
     DEFAULT_HEALTH_PORT,
+    DEFAULT_REGISTER_PORT,
     HubConfig,
     Timings,
     check_config,
@@ -49,6 +51,15 @@ def main() -> None:
 @click.option("--api-port", type=int, default=DEFAULT_API_PORT, show_default=True)
 @click.option("--agent-port", type=int, default=DEFAULT_AGENT_PORT, show_default=True)
 @click.option("--health-port", type=int, default=DEFAULT_HEALTH_PORT, show_default=True)
+@click.option("--register-port", type=int, default=DEFAULT_REGISTER_PORT, show_default=True,
+              help="Agents enroll here (join token + CSR -> client certificate); server TLS "
+                   "only. Not used with --agent-insecure.")
+@click.option("--agent-bearer-port", type=int, default=0, show_default=True,
+              help="Deprecated: also accept agents that still use a bearer credential on "
+                   "this port (server TLS only), for one release; 0: off.")
+@click.option("--agent-cert-lifetime", default=None, metavar="DURATION",
+              help="How long an agent client certificate is accepted (default 24h); agents "
+                   "renew at 2/3 of it.")
 @click.option("--advertise", default=None,
               help="HOST:PORT agents dial (shown in join commands). Default host:agent-port.")
 @click.option("--agent-insecure", is_flag=True, default=False,
@@ -68,7 +79,8 @@ def main() -> None:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve_cmd(home: Path | None, db_url: str | None, redis_url: str | None, host: str,
               api_port: int,
-              agent_port: int, health_port: int, advertise: str | None,
+              agent_port: int, health_port: int, register_port: int, agent_bearer_port: int,
+              agent_cert_lifetime: str | None, advertise: str | None,
               agent_insecure: bool, config_file: Path | None, secrets_key_file: Path | None,
               auth_mode: str, rate_limit: float | None, log_level: str) -> None:
     """Run the hub: REST API, agent channel, placement loop, store.
@@ -79,6 +91,7 @@ def serve_cmd(home: Path | None, db_url: str | None, redis_url: str | None, host
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = HubConfig(home=home or default_home(), db_url=db_url, redis_url=redis_url, host=host,
                        api_port=api_port, agent_port=agent_port, health_port=health_port,
+                       register_port=register_port, agent_bearer_port=agent_bearer_port,
                        advertise=advertise, agent_tls=not agent_insecure, timings=Timings(),
                        secrets_key_file=secrets_key_file, auth=auth_mode)
     try:
@@ -86,6 +99,8 @@ def serve_cmd(home: Path | None, db_url: str | None, redis_url: str | None, host
             config = load_config_file(config_file, config)
         if rate_limit is not None:
             config = replace(config, api_rate_limit=rate_limit)
+        if agent_cert_lifetime is not None:
+            config = replace(config, agent_cert_lifetime=parse_duration(agent_cert_lifetime))
         check_config(config)
         check_auth_mode(config.auth, config.host)
         if config.redis_url is not None:

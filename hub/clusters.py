@@ -129,7 +129,8 @@ class ClusterManager:
             f"--token-file {name}.token"
         )
         if self.ca_cert:
-            command += f" --ca-cert {name}-ca.crt"
+            command += (f" --ca-cert {name}-ca.crt"
+                        f" --register {self.config.register_address}")
         return JoinResponse(cluster=name, token=token, expires_at=expires,
                             agent_command=command, ca_cert=self.ca_cert)
 
@@ -158,10 +159,20 @@ class ClusterManager:
 
     # -- agent side ------------------------------------------------------------------------
 
+    def get_for_token(self, cluster: str) -> ClusterEntry:
+        """The cluster a join token names, or Unauthenticated (no hint that it exists)."""
+        entry = self.entries.get(cluster)
+        if entry is None:
+            raise Unauthenticated(f"join token is not valid for cluster {cluster!r}")
+        return entry
+
+    def forget_credentials(self, cluster: str) -> None:
+        """Drop the cluster's cached bearer credential (it enrolled for a certificate)."""
+        self._credentials = {h: c for h, c in self._credentials.items() if c != cluster}
+
     async def register(self, cluster: str, token: str) -> str:
         """Trade a join token for a credential (the token works once)."""
-        if cluster not in self.entries:
-            raise Unauthenticated(f"join token is not valid for cluster {cluster!r}")
+        self.get_for_token(cluster)
         credential = new_credential()
         digest = hash_secret(credential)
         store = self.writer.store

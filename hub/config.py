@@ -57,6 +57,10 @@ class HubConfig:
     health_port: int = DEFAULT_HEALTH_PORT
     advertise: str | None = None      # HOST:PORT agents dial; default host:agent_port
     agent_tls: bool = True            # TLS on the agent port with the hub's own CA
+    register_port: int = DEFAULT_REGISTER_PORT   # agents enroll here (server TLS only)
+    agent_bearer_port: int = 0        # deprecated bearer-credential agent listener (0: off)
+    agent_cert_lifetime: float = 24 * 3600.0   # how long the hub accepts a client certificate
+    agent_cert_grace: float = 7 * 24 * 3600.0  # X.509 notAfter this much later (see agentpki)
     headroom_priority: int = 1000     # tasks at or above may use the headroom reserve
     timings: Timings = field(default_factory=Timings)
     profile: dict[str, Any] | None = None   # placement profile (hub.placement.profile format)
@@ -83,8 +87,17 @@ class HubConfig:
         """The address printed in the agent command of a join."""
         if self.advertise:
             return self.advertise
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"{host}:{self.agent_port}"
+        return f"{self._dial_host}:{self.agent_port}"
+
+    @property
+    def register_address(self) -> str:
+        """Where agents enroll: the advertised (or listening) host, ``register_port``."""
+        host = self.advertise.rsplit(":", 1)[0] if self.advertise else self._dial_host
+        return f"{host}:{self.register_port}"
+
+    @property
+    def _dial_host(self) -> str:
+        return "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
 
 
 def default_home() -> Path:
@@ -127,8 +140,9 @@ def load_config_file(path: Path, base: HubConfig) -> HubConfig:
         if min(timings.member_lease, timings.eviction_rate) <= 0 or timings.failover_margin < 0:
             raise InvalidInput(f"config file {path}: member_lease and eviction_rate must be "
                                "positive, failover_margin not negative")
-    if "retain_ended" in data:
-        data["retain_ended"] = parse_duration(data["retain_ended"])
+    for key in ("retain_ended", "agent_cert_lifetime", "agent_cert_grace"):
+        if key in data:
+            data[key] = parse_duration(data[key])
     try:
         config = replace(base, timings=timings, **data)
     except TypeError as exc:
@@ -155,6 +169,10 @@ def check_config(config: HubConfig, where: str = "configuration") -> None:
     if not 1024 <= config.agent_message_limit <= AGENT_RECEIVE_LIMIT // 2:
         problems.append(f"agent_message_limit must be between 1024 and "
                         f"{AGENT_RECEIVE_LIMIT // 2} bytes (half the agent's receive limit)")
+    if not 1 <= config.agent_cert_lifetime <= 366 * 86400 or not (
+            0 <= config.agent_cert_grace <= 366 * 86400):
+        problems.append("agent_cert_lifetime must be from 1 s to 366 days, agent_cert_grace "
+                        "from 0 to 366 days")
     if config.retain_ended < 0:
         problems.append("retain_ended must not be negative")
     if problems:

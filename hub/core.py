@@ -27,6 +27,7 @@ from fuyao.spec import (
     TaskView,
 )
 from hub.activetask import ActiveTask
+from hub.agentpki import AgentCertificates
 from hub.auth.actor import CURRENT, Actor
 from hub.auth.service import AuthService
 from hub.catalogs import OperatedCatalog
@@ -97,6 +98,7 @@ class Hub:
         self.history = CapacityHistory(self.planning, self.writer, config.timings)
         self._loops: list[asyncio.Task[None]] = []
         self.pki: HubPKI | None = None
+        self.agent_certs: AgentCertificates | None = None   # with TLS: agents' certificates
         self.started = False
         self.metrics.on_scrape(self._refresh_gauges)
         self.ha = Leadership(config, self.metrics,
@@ -116,6 +118,9 @@ class Hub:
             hosts = default_hosts(self.config.host, self.config.advertise)
             self.pki = await asyncio.to_thread(ensure_pki, self.config.home, hosts)
             self.clusters.ca_cert = self.pki.ca_cert.decode()
+            self.agent_certs = AgentCertificates(self.pki, self.writer,
+                                                 self.config.agent_cert_lifetime,
+                                                 self.config.agent_cert_grace)
         log.info("store at schema version %d; this hub is %s", version,
                  "the leader" if leading else "a standby")
         if leading:
@@ -192,9 +197,12 @@ class Hub:
             await self.clusters.set_cordoned(name, True)
             commands = await self.tasks.requeue_cluster(name, f"cluster {name} was removed")
             send_all(self.sessions, commands)
+            revoked = await self.agent_certs.revoke(name) if self.agent_certs else 0
             await self.clusters.remove(name)
             self.sessions.close_cluster(name)    # after removal: its stream ends UNAUTHENTICATED
             outcome.append(f"{len(commands)} tasks requeued")
+            if revoked:
+                outcome.append(f"{revoked} agent certificate(s) revoked")
         self.placement.poke()
         return {"removed": name, "requeued": len(commands)}
 

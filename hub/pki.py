@@ -5,7 +5,9 @@ ten years) and a serving certificate for the agent port signed by it, with every
 address agents may dial as SANs. The serving certificate is re-issued when those names
 change or it is within 30 days of expiry. A join hands the CA certificate to the operator
 (``JoinResponse.ca_cert``) and the agent verifies the hub against it (``--ca-cert``), so the
-channel is encrypted and the hub authenticated from the first byte. Keys are written 0600.
+channel is encrypted and the hub authenticated from the first byte. The same CA signs the
+agents' client certificates (``hub.agentpki``), which the agent port requires. Keys are
+written 0600.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class HubPKI:
     ca_cert: bytes
     server_cert: bytes
     server_key: bytes
+    ca_key: bytes = b""      # signs agent client certificates (``hub.agentpki``)
 
 
 def default_hosts(host: str, advertise: str | None) -> list[str]:
@@ -68,6 +71,7 @@ def ensure_pki(home: Path, hosts: Iterable[str]) -> HubPKI:
         ca_cert=ca_cert.public_bytes(serialization.Encoding.PEM),
         server_cert=server_crt_path.read_bytes(),
         server_key=server_key_path.read_bytes(),
+        ca_key=(pki / "ca.key").read_bytes(),
     )
 
 

@@ -1,7 +1,8 @@
-"""Run a hub process: REST (8848), agent gRPC (8849) and health/metrics (8851) in one loop.
+"""Run a hub process: REST (8848), agent gRPC (8849), agent registration (8850) and
+health/metrics (8851) in one loop.
 
 ``serve(config)`` is what ``fuyao-hub serve`` runs. It starts the ``Hub`` (store, state
-rebuild, loops), then the three listeners, and on SIGTERM/SIGINT stops them in reverse:
+rebuild, loops), then the listeners, and on SIGTERM/SIGINT stops them in reverse:
 listeners first (agents reconnect elsewhere or later), then the loops, then the store, so
 no acknowledged write is lost.
 """
@@ -19,13 +20,14 @@ import uvicorn
 from fastapi import FastAPI
 
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
-from hub.agent_service import AgentChannel
+from hub.agent_service import AgentChannel, Auth
 from hub.api import create_app, create_health_app
 from hub.config import HubConfig
 from hub.core import Hub
 from hub.ha import Deposed
 from hub.push.supervisor import PushAgents
 from hub.push.vault import Vault, load_key
+from hub.registration import AgentRegistration
 from hub.startup import CannotStart, Prepared, prepare
 
 log = logging.getLogger(__name__)
@@ -49,9 +51,8 @@ def _uvicorn(app: FastAPI) -> _Server:
     return _Server(config)
 
 
-def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
-    """The agent channel's gRPC server on ``address``, with TLS when the hub has its CA."""
-    server = grpc.aio.server(options=[
+def _grpc_server() -> grpc.aio.Server:
+    return grpc.aio.server(options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -60,18 +61,73 @@ def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
         # and take half of the agents' connections.
         ("grpc.so_reuseport", 0),
     ])
-    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
-        AgentChannel(hub), server)
-    if hub.pki is not None:
-        credentials = grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)])
-        bound = server.add_secure_port(address, credentials)
-    else:
-        log.warning("agent channel without TLS (--agent-insecure): use only behind a "
-                    "TLS-terminating proxy or on a trusted network")
-        bound = server.add_insecure_port(address)
+
+
+def _bind(server: grpc.aio.Server, address: str, flag: str,
+          credentials: grpc.ServerCredentials | None) -> None:
+    bound = (server.add_secure_port(address, credentials) if credentials is not None
+             else server.add_insecure_port(address))
     if bound == 0:
-        raise CannotStart(f"cannot listen on {address} (--agent-port): in use or not local")
+        raise CannotStart(f"cannot listen on {address} ({flag}): in use or not local")
+
+
+def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
+    """The agent channel's gRPC server on ``address``: mutual TLS (a client certificate
+    signed by the hub's CA is required) when the hub has its CA, else plaintext with the
+    bearer credential."""
+    server = _grpc_server()
+    if hub.pki is None:
+        log.warning("agent channel without TLS (--agent-insecure): agents authenticate with "
+                    "a bearer credential; use only behind a TLS-terminating proxy or on a "
+                    "trusted network")
+        pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
+            AgentChannel(hub, Auth.BEARER), server)
+        _bind(server, address, "--agent-port", None)
+        return server
+    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentChannel(hub, Auth.CERTIFICATE, hub.agent_certs), server)
+    credentials = grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)],
+                                              root_certificates=hub.pki.ca_cert,
+                                              require_client_auth=True)
+    _bind(server, address, "--agent-port", credentials)
     return server
+
+
+def registration_server(hub: Hub, address: str) -> grpc.aio.Server:
+    """The registration listener on ``address``: server TLS only (agents have no client
+    certificate yet); ``Enroll`` trades a join token and a CSR for one."""
+    assert hub.pki is not None and hub.agent_certs is not None
+    server = _grpc_server()
+    pb_grpc.add_AgentRegistrationServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentRegistration(hub, hub.agent_certs), server)
+    _bind(server, address, "--register-port",
+          grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)]))
+    return server
+
+
+def bearer_server(hub: Hub, address: str) -> grpc.aio.Server:
+    """The deprecated bearer listener (``--agent-bearer-port``): the agent protocol as
+    before certificates, server TLS only, for agents not yet upgraded; every stream warns,
+    is audited and counted (``fuyao_agent_auth{method="bearer"}``)."""
+    assert hub.pki is not None
+    log.warning("--agent-bearer-port: agents may still connect with a bearer credential on "
+                "%s (deprecated, removed in the next release)", address)
+    server = _grpc_server()
+    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentChannel(hub, Auth.BEARER_DEPRECATED), server)
+    _bind(server, address, "--agent-bearer-port",
+          grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)]))
+    return server
+
+
+def agent_servers(hub: Hub, config: HubConfig) -> list[grpc.aio.Server]:
+    """Every agent-facing gRPC server this hub runs (not started)."""
+    servers = [agent_server(hub, f"{config.host}:{config.agent_port}")]
+    if hub.pki is not None:
+        servers.append(registration_server(hub, f"{config.host}:{config.register_port}"))
+        if config.agent_bearer_port:
+            servers.append(bearer_server(hub, f"{config.host}:{config.agent_bearer_port}"))
+    return servers
 
 
 async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
@@ -97,8 +153,9 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     try:
         await hub.start()
         prepared.release_agent_port()
-        grpc_server = agent_server(hub, f"{config.host}:{config.agent_port}")
-        await grpc_server.start()
+        grpc_servers = agent_servers(hub, config)
+        for grpc_server in grpc_servers:
+            await grpc_server.start()
     except BaseException:
         await hub.stop()
         raise
@@ -111,8 +168,10 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     health = _uvicorn(create_health_app(hub))
     servers = [asyncio.create_task(api.serve(sockets=[prepared.api]), name="api"),
                asyncio.create_task(health.serve(sockets=[prepared.health]), name="health")]
-    log.info("fuyao-hub serving: REST %s:%d, agents %s:%d, health %s:%d, store %s",
-             config.host, config.api_port, config.host, config.agent_port, config.host,
+    log.info("fuyao-hub serving: REST %s:%d, agents %s:%d%s, health %s:%d, store %s",
+             config.host, config.api_port, config.host, config.agent_port,
+             f", agent registration {config.host}:{config.register_port}"
+             if hub.pki is not None else "", config.host,
              config.health_port, _redact(config.store_url))
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *servers], return_when=asyncio.FIRST_COMPLETED)
@@ -126,7 +185,7 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     health.should_exit = True
     if push is not None:
         await push.stop()
-    await grpc_server.stop(grace=2.0)
+    await asyncio.gather(*(server.stop(grace=2.0) for server in grpc_servers))
     await asyncio.gather(*servers, return_exceptions=True)
     stopper.cancel()
     await hub.stop()
@@ -145,6 +204,7 @@ def push_agents(config: HubConfig) -> PushAgents | None:
     vault = Vault(config.home, load_key(config.secrets_key_file))
     ca = config.home / "pki" / "ca.crt" if config.agent_tls else None
     return PushAgents(vault, hub_address=f"127.0.0.1:{config.agent_port}", ca_file=ca,
+                      register_address=f"127.0.0.1:{config.register_port}",
                       home=config.home, watchdog_image=config.push_watchdog_image)
 
 

@@ -73,6 +73,7 @@ class AgentSession:
     """One agent's open Connect stream."""
 
     cluster: str
+    source: str = ""                # the peer address, for audit records
     outbox: asyncio.Queue[pb.HubMessage | None] = field(default_factory=asyncio.Queue)
     seq: int | None = None          # last inventory sequence applied; None until a full inventory
     connected_at: float = field(default_factory=time.time)
@@ -112,13 +113,13 @@ class Sessions:
     def __init__(self) -> None:
         self._by_cluster: dict[str, AgentSession] = {}
 
-    def open(self, cluster: str) -> AgentSession:
-        """Register a new stream for ``cluster``, closing any previous one."""
+    def open(self, cluster: str, source: str = "") -> AgentSession:
+        """Register a new stream for ``cluster`` from ``source``, closing any previous one."""
         old = self._by_cluster.get(cluster)
         if old is not None:
             log.info("cluster %s: new agent stream replaces the old one", cluster)
             old.close()
-        session = AgentSession(cluster)
+        session = AgentSession(cluster, source)
         self._by_cluster[cluster] = session
         return session
 

@@ -47,12 +47,16 @@ class Prepared:
     agent_probe: socket.socket | None
     lock_fd: int | None = None
     _closed: list[socket.socket] = field(default_factory=list)
+    grpc_probes: list[socket.socket] = field(default_factory=list)   # registration, bearer
 
     def release_agent_port(self) -> None:
-        """Let gRPC bind the agent port (called right before it does)."""
+        """Let gRPC bind the agent ports (called right before it does)."""
         if self.agent_probe is not None:
             self.agent_probe.close()
             self.agent_probe = None
+        for probe in self.grpc_probes:
+            probe.close()
+        self.grpc_probes.clear()
 
     def close(self) -> None:
         """Close every socket still held and drop the home lock."""
@@ -65,10 +69,20 @@ class Prepared:
             self.lock_fd = None
 
 
+def grpc_ports(config: HubConfig) -> dict[str, int]:
+    """The agent-facing ports besides --agent-port this configuration listens on."""
+    if not config.agent_tls:
+        return {}
+    ports = {"--register-port": config.register_port}
+    if config.agent_bearer_port:
+        ports["--agent-bearer-port"] = config.agent_bearer_port
+    return ports
+
+
 def check_ports(config: HubConfig) -> None:
-    """Every port in 1..65535 and the three distinct."""
+    """Every port in 1..65535 and all distinct."""
     ports = {"--api-port": config.api_port, "--agent-port": config.agent_port,
-             "--health-port": config.health_port}
+             "--health-port": config.health_port, **grpc_ports(config)}
     for flag, port in ports.items():
         if not 1 <= port <= 65535:
             raise InvalidInput(f"{flag} {port} is not a TCP port (1-65535)")
@@ -168,8 +182,12 @@ def prepare(config: HubConfig) -> Prepared:
         taken.append(health)
         probe = bind(config.host, config.agent_port, "--agent-port")
         taken.append(probe)
+        extra = []
+        for flag, port in grpc_ports(config).items():
+            extra.append(bind(config.host, port, flag))
+            taken.append(extra[-1])
         check_store(config)
-        prepared = Prepared(api, health, probe)
+        prepared = Prepared(api, health, probe, grpc_probes=extra)
         prepared.lock_fd = lock_home(config.home)
         return prepared
     except BaseException:

@@ -93,7 +93,8 @@ async def _run_until_signalled(agent: Agent) -> None:
 @click.option("--token-file", type=click.Path(path_type=Path), help="Join token to register with.")
 @click.option("--backend", type=click.Choice(["sim", "kube"]), required=True)
 @click.option("--fleet", help="sim: fleet YAML, or a trace node list FILE.csv[:START[:COUNT]].")
-@click.option("--state-dir", type=click.Path(path_type=Path), help="Where the credential is kept.")
+@click.option("--state-dir", type=click.Path(path_type=Path),
+              help="Where the agent keeps its key and certificate (or credential), 0600.")
 @click.option("--kubeconfig", type=click.Path(path_type=Path),
               help="kube: kubeconfig file ('-': read it from stdin).")
 @click.option("--context", "kube_context", help="kube: the kubeconfig context to use.")
@@ -127,7 +128,13 @@ async def _run_until_signalled(agent: Agent) -> None:
               help="sim: the member appends one JSON line per copy start/stop here.")
 @click.option("--member-orphan-timeout", type=float, default=0.0, show_default=True,
               help="sim: the member process stops after this long without an agent (0: never).")
-@click.option("--ca-cert", type=click.Path(path_type=Path), help="Hub CA cert (enables TLS).")
+@click.option("--ca-cert", type=click.Path(path_type=Path),
+              help="Hub CA cert: enables TLS, and a client certificate the agent enrolls for "
+                   "(its key never leaves --state-dir).")
+@click.option("--register", "register", metavar="HOST:PORT[,...]",
+              help="The hub's registration listener(s), where the agent enrolls with its join "
+                   "token (renewals go over --hub). Default: port 8850 on each "
+                   "--hub host.")
 @click.option("--cluster-label", "cluster_labels", multiple=True, help="KEY=VALUE sent in Hello.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
@@ -157,6 +164,7 @@ def command(
     member_log: Path | None,
     member_orphan_timeout: float,
     ca_cert: Path | None,
+    register: str | None,
     cluster_labels: tuple[str, ...],
     log_level: str,
 ) -> None:
@@ -179,6 +187,7 @@ def command(
             token_file=token_file,
             heartbeat_interval=heartbeat_interval,
             ca_cert=ca_cert,
+            register=register,
             cluster_labels=_labels(cluster_labels),
         )
         chosen = build_backend(

@@ -1,8 +1,11 @@
 """The agent's side of the hub channel: register, stream, reconnect.
 
-``Agent.run`` is called by ``member_agent.cli``. It registers once (join token -> cluster
-credential, saved in the state directory), then keeps one ``Connect`` stream open,
-authenticated by ``authorization: Bearer <credential>`` metadata. On every (re)connect it
+``Agent.run`` is called by ``member_agent.cli``. Against a TLS hub (``--ca-cert``) it enrolls
+once for a client certificate (``member_agent.enroll``: join token + CSR on the hub's
+registration listener, key and certificate saved in the state directory), then keeps one
+``Connect`` stream open over mutual TLS and renews the certificate during it. Against a hub
+without TLS (``--agent-insecure``) it registers once for a bearer credential and sends it as
+``authorization: Bearer <credential>`` metadata. On every (re)connect it
 sends ``Hello`` and a full ``Inventory``; then it forwards the backend's events in order
 (``InventoryDelta`` with seq = previous + 1, ``TaskReport``), a ``Heartbeat`` every interval,
 and turns hub commands into backend calls. A ``ResyncRequest`` gets a fresh full inventory.
@@ -55,6 +58,7 @@ from member_agent.backends.base import (
     TaskStatus,
     now_ms,
 )
+from member_agent.enroll import Enrollment, register_addresses
 from member_agent.faults import MessageFaults
 from member_agent.hubs import HubList, leader_hint, parse_hubs
 from member_agent.lease import (
@@ -101,6 +105,7 @@ class AgentConfig:
     token_file: Path | None = None
     heartbeat_interval: float = 2.0
     ca_cert: Path | None = None
+    register: str | None = None     # registration listener(s); default :8850 on each hub
     cluster_labels: tuple[tuple[str, str], ...] = ()
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
@@ -152,6 +157,10 @@ class Agent:
             backend if isinstance(backend, LeaseHolder) else None)
         self.store = CredentialStore(config.state_dir, config.cluster)
         self.hubs = HubList(parse_hubs(config.hub))
+        self.enrollment = None if config.ca_cert is None else Enrollment(
+            cluster=config.cluster, state_dir=config.state_dir, token_file=config.token_file,
+            ca_cert=config.ca_cert, register=register_addresses(config.register,
+                                                                self.hubs.hubs))
         self._leader_hint: str | None = None     # named by a standby that refused us
         self._outbox: asyncio.Queue[_Outbound] = asyncio.Queue()
         self._live = False
@@ -165,6 +174,8 @@ class Agent:
         """Register if needed, then stay connected until cancelled or refused."""
         await self.backend.start(self._on_event)
         try:
+            if self.enrollment is not None:
+                await self._run_enrolled(self.enrollment)
             credential = await self._retrying(lambda: self._on_hub(self._register))
             while True:
                 await self._retrying(
@@ -184,6 +195,17 @@ class Agent:
             except Transient:
                 self.hubs.failed(self._leader_hint)
                 raise
+
+    async def _run_enrolled(self, enrollment: Enrollment) -> None:
+        """Enroll if needed, then stream over mutual TLS; a refused certificate (revoked,
+        expired) enrolls again when the token file holds a new join token."""
+        await self._retrying(enrollment.ensure)
+        while True:
+            try:
+                await self._retrying(lambda: self._on_hub(lambda stub: self._session(stub, "")))
+            except Unauthenticated:
+                if not await self._retrying(enrollment.recover):
+                    raise
 
     # --- registration ---------------------------------------------------------------
 
@@ -215,7 +237,7 @@ class Agent:
 
     async def _session(self, stub: pb_grpc.AgentChannelStub, credential: str) -> None:
         """One Connect stream; returns after a long healthy session, raises otherwise."""
-        metadata = (("authorization", f"Bearer {credential}"),)
+        metadata = (("authorization", f"Bearer {credential}"),) if credential else ()
         started = time.monotonic()    # before the hub hears of it: the lease counts from here
         call = stub.Connect(metadata=metadata)
         accepted: object = None
@@ -249,6 +271,9 @@ class Agent:
                 asyncio.create_task(self._pump(call), name="agent-pump"),
                 asyncio.create_task(self._beat(), name="agent-heartbeat"),
             ]
+            if self.enrollment is not None:
+                tasks.append(asyncio.create_task(self.enrollment.keep_renewed(stub),
+                                                 name="agent-renew"))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             failure = next((t.exception() for t in done if t.exception() is not None), None)
             if failure is not None and not _is_stream_error(failure):
@@ -272,9 +297,13 @@ class Agent:
         details: str = await call.details() or ""
         self._leader_hint = leader_hint(await call.trailing_metadata())
         if code is grpc.StatusCode.UNAUTHENTICATED:
+            saved = (self.enrollment.store.path if self.enrollment is not None
+                     else self.store.path)
             raise Unauthenticated(
                 f"the hub refused the credential of cluster {self.config.cluster!r} ({details}); "
-                f"the cluster may have been removed. Join it again and delete {self.store.path}"
+                f"the cluster may have been removed or its credential rotated. Write a new join "
+                f"token to the token file (`fuyaoctl cluster token create "
+                f"{self.config.cluster}`), or join it again and delete {saved}"
             )
         if code in _FATAL:
             raise _FATAL[code](f"hub closed the stream: {code.name}: {details}")
@@ -409,6 +438,9 @@ class Agent:
         ]
         if self.config.ca_cert is None:
             return grpc.aio.insecure_channel(address, options=options)
+        if self.enrollment is not None and self.enrollment.identity is not None:
+            return grpc.aio.secure_channel(address, self.enrollment.credentials(),
+                                           options=options)
         try:
             roots = self.config.ca_cert.read_bytes()
         except OSError as exc:

@@ -18,19 +18,19 @@ LEADER_METADATA = "fuyao-leader"    # trailing metadata of a standby's refusal (
 MAX_HUBS = 16
 
 
-def parse_hubs(value: str) -> tuple[str, ...]:
+def parse_hubs(value: str, flag: str = "--hub") -> tuple[str, ...]:
     """``HOST:PORT[,HOST:PORT...]`` -> the addresses; InvalidInput if one is malformed."""
     hubs = tuple(h.strip() for h in value.split(",") if h.strip())
     if not hubs:
-        raise InvalidInput("--hub needs at least one HOST:PORT")
+        raise InvalidInput(f"{flag} needs at least one HOST:PORT")
     if len(hubs) > MAX_HUBS:
-        raise InvalidInput(f"--hub names {len(hubs)} addresses; at most {MAX_HUBS}")
+        raise InvalidInput(f"{flag} names {len(hubs)} addresses; at most {MAX_HUBS}")
     for hub in hubs:
         host, sep, port = hub.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise InvalidInput(f"--hub address {hub!r} must be HOST:PORT (port 1-65535)")
+            raise InvalidInput(f"{flag} address {hub!r} must be HOST:PORT (port 1-65535)")
     if len(set(hubs)) != len(hubs):
-        raise InvalidInput(f"--hub repeats an address: {value}")
+        raise InvalidInput(f"{flag} repeats an address: {value}")
     return hubs
 
 

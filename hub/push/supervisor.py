@@ -2,15 +2,15 @@
 
 Composed by ``hub.server`` (``PushAgents.start`` after the hub starts, ``stop`` before it
 stops) and called by the REST routes in ``hub.api.push`` and ``hub.api.clusters``. A join
-checks the credentials (``verify``), registers the cluster like any join (its one-time
-token goes to a 0600 file in the child's state directory, where the agent keeps its
-credential afterwards), installs the member's fencing watchdog (``fencing``), stores the
-kubeconfig encrypted (``vault``) and starts the child:
-``fuyao-agent --backend kube --kubeconfig -`` with the decrypted kubeconfig written to its
-stdin and closed, so the plaintext never touches the disk. A child that exits is started
-again with backoff (1 s doubling to 60 s); its output goes to ``<home>/push/<name>.log``.
-Remove stops the child, removes the watchdog, and deletes the credentials and the state
-directory.
+checks the credentials (``verify``), registers the cluster like any join (its one-time token
+goes to a 0600 file in the child's state directory, where the agent keeps its own key and
+client certificate afterwards, 0600, and renews the certificate itself), installs the
+member's fencing watchdog (``fencing``), stores the kubeconfig encrypted (``vault``) and
+starts the child: ``fuyao-agent --backend kube --kubeconfig -`` with the decrypted
+kubeconfig written to its stdin and closed, so the plaintext never touches the disk. A child
+that exits is started again with backoff (1 s doubling to 60 s); its output goes to
+``<home>/push/<name>.log``. Remove stops the child, removes the watchdog, and deletes the
+credentials and the state directory.
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ class PushAgents:
     """The push members' agents: credentials in a vault, one child process each."""
 
     def __init__(self, vault: Vault, *, hub_address: str, ca_file: Path | None,
-                 home: Path, watchdog_image: str = DEFAULT_IMAGE) -> None:
+                 home: Path, watchdog_image: str = DEFAULT_IMAGE,
+                 register_address: str | None = None) -> None:
         self.vault = vault
+        self.register_address = register_address
         self.watchdog_image = watchdog_image
         self.hub_address = hub_address
         self.ca_file = ca_file
@@ -161,8 +163,10 @@ class PushAgents:
         token = state / "join.token"
         if token.exists():
             args += ["--token-file", str(token)]
-        if self.ca_file is not None:
+        if self.ca_file is not None:   # enroll for a client certificate, then mutual TLS
             args += ["--ca-cert", str(self.ca_file)]
+            if self.register_address:
+                args += ["--register", self.register_address]
         secret = self.vault.get(name)
         with open(self.vault.dir / f"{name}.log", "ab") as logfile:
             proc = await asyncio.create_subprocess_exec(

@@ -17,8 +17,13 @@ from sqlmodel import Session, col, select
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
 from hub.store import convert
-from hub.store.records import ApiTokenRecord, AuditRecord, JoinTokenRecord
-from hub.store.tables import AgentCertificateRow, ApiTokenRow, AuditRow, JoinTokenRow
+from hub.store.records import (
+    AgentCertificateRecord,
+    ApiTokenRecord,
+    AuditRecord,
+    JoinTokenRecord,
+)
+from hub.store.tables import TABLES, AgentCertificateRow, ApiTokenRow, AuditRow, JoinTokenRow
 
 JOIN_TOKEN_ID_LEN = 12   # characters of the token's hash shown as its id
 
@@ -132,6 +137,34 @@ class IdentityStore:
                 sa.update(table).where(table.c.cluster == cluster,
                                        table.c.revoked_at.is_(None),
                                        table.c.expires_at > when).values(revoked_at=when))
+            return int(done.rowcount)
+
+    def agent_certificate(self, serial: str) -> AgentCertificateRecord | None:
+        """The certificate with this serial, if the hub issued it."""
+        with self._read("get certificate") as s:
+            row = s.get(AgentCertificateRow, serial)
+            if row is None:
+                return None
+            return AgentCertificateRecord(
+                serial=row.serial, cluster=row.cluster, issued_at=convert.must(row.issued_at),
+                expires_at=convert.must(row.expires_at), revoked_at=convert.aware(row.revoked_at))
+
+    def replace_agent_certificates(self, cluster: str, serial: str, issued_at: datetime,
+                                   expires_at: datetime) -> int:
+        """A new registration of ``cluster``'s agent: revoke its older certificates and drop
+        its bearer credential, then remember the new certificate, in one transaction;
+        returns how many certificates were revoked."""
+        when = convert.utc(issued_at, "issued_at")
+        table = AgentCertificateRow.__table__   # type: ignore[attr-defined]
+        credentials = TABLES["cluster_credentials"]
+        with self._write(f"replace certificates of {cluster}") as s:
+            conn = s.connection()
+            done = conn.execute(
+                sa.update(table).where(table.c.cluster == cluster, table.c.revoked_at.is_(None),
+                                       table.c.expires_at > when).values(revoked_at=when))
+            conn.execute(sa.delete(credentials).where(credentials.c.cluster == cluster))
+            s.add(AgentCertificateRow(serial=serial, cluster=cluster, issued_at=when,
+                                      expires_at=convert.utc(expires_at, "expires_at")))
             return int(done.rowcount)
 
     def agent_certificate_revoked(self, serial: str) -> bool:

@@ -120,6 +120,17 @@ class JoinTokenRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentCertificateRecord:
+    """A client certificate the hub's CA issued to a cluster's agent, by serial (hex)."""
+
+    serial: str
+    cluster: str
+    issued_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One audit row."""
 

@@ -88,7 +88,8 @@ class Federation:
         argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
                 f"127.0.0.1:{self.stack.agent_port}", "--cluster", name,
                 "--token-file", str(home / f"{name}.token"),
-                "--ca-cert", str(home / f"{name}-ca.crt"), "--state-dir",
+                "--ca-cert", str(home / f"{name}-ca.crt"),
+                "--register", f"127.0.0.1:{self.stack.register_port}", "--state-dir",
                 str(home / f"agent-{name}"), "--backend", "kube", "--kubeconfig",
                 str(kubeconfig), "--heartbeat-interval", "0.5", "--gang-timeout", "3",
                 "--namespace", NS]

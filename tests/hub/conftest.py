@@ -16,7 +16,7 @@ import pytest
 from hub.api import create_app
 from hub.config import HubConfig, Timings
 from hub.core import Hub
-from hub.server import agent_server
+from hub.server import agent_servers
 
 FAST = Timings(unknown_after=1.0, not_ready_after=2.0, eviction_timeout=0.5,
                unschedulable_timeout=1.0, placement_interval=0.1, monitor_interval=0.1,
@@ -43,7 +43,14 @@ class HubHarness:
     hub: Hub
     api: httpx.AsyncClient
     agent_address: str
-    grpc_server: grpc.aio.Server
+    grpc_servers: list[grpc.aio.Server]
+    register_address: str = ""        # with TLS: where agents enroll for a certificate
+    home: Path | None = None
+
+    @property
+    def grpc_server(self) -> grpc.aio.Server:
+        """The agent port's server."""
+        return self.grpc_servers[0]
 
 
 async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None = None,
@@ -52,23 +59,26 @@ async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None 
     """Start a hub (SQLite in ``home`` unless ``db_url``), its REST app and agent channel
     (plaintext unless ``tls``: the TLS path has its own tests); ``config``: more
     ``HubConfig`` fields."""
-    port = free_port()
+    port, register = free_port(), free_port()
     hub = Hub(HubConfig(home=home, db_url=db_url, agent_port=port, timings=timings,
-                        agent_tls=tls, redis_url=redis_url, **config))
+                        agent_tls=tls, redis_url=redis_url, register_port=register, **config))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
-    server = agent_server(hub, f"127.0.0.1:{port}")
-    await server.start()
+    servers = agent_servers(hub, hub.config)
+    for server in servers:
+        await server.start()
     token = (home / "admin.token").read_text().strip()
     api = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(hub)),
                             base_url="http://hub", headers=auth_headers(token))
-    return HubHarness(hub, api, f"127.0.0.1:{port}", server)
+    return HubHarness(hub, api, f"127.0.0.1:{port}", servers,
+                      f"127.0.0.1:{register}" if tls else "", home)
 
 
 async def stop_harness(h: HubHarness) -> None:
     """Stop everything start_harness started."""
     await h.api.aclose()
-    await h.grpc_server.stop(grace=0.5)
+    for server in h.grpc_servers:
+        await server.stop(grace=0.5)
     await h.hub.stop()
 
 

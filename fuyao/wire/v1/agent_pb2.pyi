@@ -26,6 +26,40 @@ TASK_PHASE_FAILED: TaskPhase
 TASK_PHASE_UNSCHEDULABLE: TaskPhase
 TASK_PHASE_CANCELLED: TaskPhase
 
+class EnrollRequest(_message.Message):
+    __slots__ = ("cluster", "token", "csr", "agent_version", "credential")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    token: str
+    csr: bytes
+    agent_version: str
+    credential: str
+    def __init__(self, cluster: _Optional[str] = ..., token: _Optional[str] = ..., csr: _Optional[bytes] = ..., agent_version: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
+
+class RenewRequest(_message.Message):
+    __slots__ = ("csr",)
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    csr: bytes
+    def __init__(self, csr: _Optional[bytes] = ...) -> None: ...
+
+class CertificateResponse(_message.Message):
+    __slots__ = ("cluster", "certificate", "ca_cert", "issued_unix_ms", "expires_unix_ms")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    CA_CERT_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    certificate: bytes
+    ca_cert: bytes
+    issued_unix_ms: int
+    expires_unix_ms: int
+    def __init__(self, cluster: _Optional[str] = ..., certificate: _Optional[bytes] = ..., ca_cert: _Optional[bytes] = ..., issued_unix_ms: _Optional[int] = ..., expires_unix_ms: _Optional[int] = ...) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("cluster", "token", "agent_version")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]

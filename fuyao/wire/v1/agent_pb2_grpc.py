@@ -44,13 +44,19 @@ class AgentChannelStub:
                 request_serializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.AgentMessage.SerializeToString,
                 response_deserializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.HubMessage.FromString,
                 _registered_method=True)
+        self.Renew = channel.unary_unary(
+                '/fuyao.wire.v1.AgentChannel/Renew',
+                request_serializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.RenewRequest.SerializeToString,
+                response_deserializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.CertificateResponse.FromString,
+                _registered_method=True)
 
 
 class AgentChannelServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Register(self, request, context):
-        """Trade a one-time join token for a long-lived cluster credential.
+        """Trade a one-time join token for a long-lived bearer credential (without TLS, and on the
+        deprecated bearer listener only; the mutual-TLS agent port refuses it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -58,6 +64,13 @@ class AgentChannelServicer:
 
     def Connect(self, request_iterator, context):
         """The one long-lived bidirectional stream between an agent and the hub.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Renew(self, request, context):
+        """A new certificate for the cluster named by the caller's own (mutual TLS only).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -75,6 +88,11 @@ def add_AgentChannelServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.AgentMessage.FromString,
                     response_serializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.HubMessage.SerializeToString,
+            ),
+            'Renew': grpc.unary_unary_rpc_method_handler(
+                    servicer.Renew,
+                    request_deserializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.RenewRequest.FromString,
+                    response_serializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.CertificateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +149,110 @@ class AgentChannel:
             '/fuyao.wire.v1.AgentChannel/Connect',
             fuyao_dot_wire_dot_v1_dot_agent__pb2.AgentMessage.SerializeToString,
             fuyao_dot_wire_dot_v1_dot_agent__pb2.HubMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Renew(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuyao.wire.v1.AgentChannel/Renew',
+            fuyao_dot_wire_dot_v1_dot_agent__pb2.RenewRequest.SerializeToString,
+            fuyao_dot_wire_dot_v1_dot_agent__pb2.CertificateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class AgentRegistrationStub:
+    """The registration listener (default port 8850): server TLS, no client certificate.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Enroll = channel.unary_unary(
+                '/fuyao.wire.v1.AgentRegistration/Enroll',
+                request_serializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.EnrollRequest.SerializeToString,
+                response_deserializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.CertificateResponse.FromString,
+                _registered_method=True)
+
+
+class AgentRegistrationServicer:
+    """The registration listener (default port 8850): server TLS, no client certificate.
+    """
+
+    def Enroll(self, request, context):
+        """Trade a one-time join token (or a deprecated bearer credential) and a CSR for a client
+        certificate of the cluster the token was issued for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AgentRegistrationServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Enroll': grpc.unary_unary_rpc_method_handler(
+                    servicer.Enroll,
+                    request_deserializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.EnrollRequest.FromString,
+                    response_serializer=fuyao_dot_wire_dot_v1_dot_agent__pb2.CertificateResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'fuyao.wire.v1.AgentRegistration', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('fuyao.wire.v1.AgentRegistration', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class AgentRegistration:
+    """The registration listener (default port 8850): server TLS, no client certificate.
+    """
+
+    @staticmethod
+    def Enroll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuyao.wire.v1.AgentRegistration/Enroll',
+            fuyao_dot_wire_dot_v1_dot_agent__pb2.EnrollRequest.SerializeToString,
+            fuyao_dot_wire_dot_v1_dot_agent__pb2.CertificateResponse.FromString,
             options,
             channel_credentials,
             insecure,
