@@ -168,6 +168,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             log.info("cluster %s: agent stream closed", cluster)
         if cluster not in self.hub.clusters.entries:
             await abort(context, Unauthenticated(f"cluster {cluster} was removed"))
+        if session.revoked is not None:
+            await abort(context, Unauthenticated(session.revoked))
         if failure is not None:     # the agent learns why; its next inventory repeats it all
             await abort(context, failure)
 

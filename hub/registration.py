@@ -59,10 +59,12 @@ class AgentRegistration(pb_grpc.AgentRegistrationServicer):
                 self.hub.metrics.agent_auth.labels(method="bearer", result="refused").inc()
             await abort(context, exc)
             raise   # unreachable: abort raises
-        # The cluster's older certificates are revoked now: end the stream one of them holds.
+        # Older certificates and any bearer credential of the cluster stop working now: end
+        # the stream one of them holds (a new registration is a new agent).
         self.hub.clusters.forget_credentials(issued.cluster)
-        if issued.revoked:
-            self.hub.sessions.close_cluster(issued.cluster)
+        self.hub.sessions.close_cluster(
+            issued.cluster, f"cluster {issued.cluster} registered a new agent: this agent's "
+            "credential was revoked")
         note = (f"ok: certificate {issued.serial} until {issued.expires_at.isoformat()}"
                 + (f", {issued.revoked} older revoked" if issued.revoked else ""))
         if bearer:

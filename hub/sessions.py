@@ -81,6 +81,7 @@ class AgentSession:
     awaiting_resync: bool = False   # a ResyncRequest is out; deltas are dropped until then
     batches: bool = False           # the agent reads HubBatch (its Hello said "batch")
     closed: bool = False
+    revoked: str | None = None      # why its credential stopped working, if it did
 
     def send(self, msg: pb.HubMessage) -> None:
         """Queue a command for the agent."""
@@ -131,10 +132,12 @@ class Sessions:
             return True
         return False
 
-    def close_cluster(self, cluster: str) -> None:
-        """End the cluster's stream, if any (cluster removed)."""
+    def close_cluster(self, cluster: str, revoked: str | None = None) -> None:
+        """End the cluster's stream, if any (cluster removed, or ``revoked``: its credential
+        no longer works, which the stream's end says)."""
         session = self._by_cluster.pop(cluster, None)
         if session is not None:
+            session.revoked = revoked
             session.close()
 
     def get(self, cluster: str) -> AgentSession | None:

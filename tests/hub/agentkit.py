@@ -15,6 +15,20 @@ from fuyao.inventory import NodeInfo, ResourceAmounts, node_to_proto
 from fuyao.labels import devices_for, normalize_node
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from member_agent.identity import new_key
+
+
+async def enroll(register_address: str, ca_cert: bytes, cluster: str, token: str = "",
+                 credential: str = "") -> tuple[bytes, bytes]:
+    """Enroll on the hub's registration listener as an agent does: a new key, its CSR and
+    the join token (or a bearer credential); returns (key, certificate) PEM."""
+    key, csr = new_key()
+    creds = grpc.ssl_channel_credentials(root_certificates=ca_cert)
+    async with grpc.aio.secure_channel(register_address, creds) as channel:
+        stub = pb_grpc.AgentRegistrationStub(channel)
+        answer = await stub.Enroll(pb.EnrollRequest(cluster=cluster, token=token, csr=csr,
+                                                    credential=credential))
+    return key, answer.certificate
 
 
 def gpu_node(name: str, product: str, gpus: int, cpu: int = 64, mem_gib: int = 512) -> NodeInfo:
@@ -29,13 +43,17 @@ def gpu_node(name: str, product: str, gpus: int, cpu: int = 64, mem_gib: int = 5
 class RawAgent:
     """One registered cluster's stream, driven by the test."""
 
-    def __init__(self, address: str, cluster: str, ca_cert: bytes | None = None) -> None:
+    def __init__(self, address: str, cluster: str, ca_cert: bytes | None = None,
+                 client: tuple[bytes, bytes] | None = None) -> None:
+        """``client``: (key, certificate) PEM for mutual TLS (with ``ca_cert``)."""
         self.address = address
         self.cluster = cluster
         if ca_cert is None:
             self.channel = grpc.aio.insecure_channel(address)
         else:
-            creds = grpc.ssl_channel_credentials(root_certificates=ca_cert)
+            key, cert = client or (None, None)
+            creds = grpc.ssl_channel_credentials(root_certificates=ca_cert, private_key=key,
+                                                 certificate_chain=cert)
             self.channel = grpc.aio.secure_channel(address, creds)
         self.stub = pb_grpc.AgentChannelStub(self.channel)
         self.credential = ""
@@ -51,6 +69,12 @@ class RawAgent:
         resp = await self.stub.Register(pb.RegisterRequest(cluster=self.cluster, token=token))
         self.credential = resp.credential
         return resp.credential
+
+    async def renew(self) -> pb.CertificateResponse:
+        """Ask for the next certificate (mutual TLS); returns the hub's answer."""
+        _, csr = new_key()
+        answer: pb.CertificateResponse = await self.stub.Renew(pb.RenewRequest(csr=csr))
+        return answer
 
     async def _messages(self) -> AsyncIterator[pb.AgentMessage]:
         # Like the real agent: nothing is written before the hub accepts the stream.
