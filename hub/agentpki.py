@@ -133,7 +133,7 @@ class AgentCertificates:
                                              issued.serial, issued.issued_at, issued.expires_at)
             return Issued(issued.cluster, issued.serial, issued.pem, issued.issued_at,
                           issued.expires_at, revoked)
-        await self.writer.call(store.add_agent_certificate, issued.cluster, issued.serial,
+        await self.writer.call(store.add_agent_certificate, issued.serial, issued.cluster,
                                issued.issued_at, issued.expires_at)
         return issued
 

@@ -27,6 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.store.tables import TABLES
+from member_agent.identity import new_key
 from tests.hub.agentkit import RawAgent, enroll, gpu_node
 from tests.hub.conftest import HubHarness, free_port, start_harness, stop_harness
 from tests.hub.test_agent_channel import join, task, until
@@ -241,12 +242,20 @@ async def test_a_replayed_join_token_is_refused_audited_and_issues_nothing(
 async def test_renewal_over_mutual_tls_issues_a_new_certificate_that_works(
         tls: HubHarness) -> None:
     east, _ = await mtls_agent(tls, "east", [gpu_node("a-0", A100, 8)])
-    answer = await east.renew()
+    key, csr = new_key()
+    answer = await east.stub.Renew(pb.RenewRequest(csr=csr))
     assert answer.cluster == "east" and answer.expires_unix_ms > answer.issued_unix_ms
-    assert len(certificates(tls)) == 2 and all(r[4] is None for r in certificates(tls))
+    rows = certificates(tls)
+    assert [(r[1], r[4]) for r in rows] == [("east", None), ("east", None)]
     [renewed] = audits(tls, "agent.renew")
     assert renewed["actor"] == "agent:east" and renewed["result"].startswith("ok: certificate")
     await east.close()
+    await until(tls, lambda: not tls.hub.clusters.entries["east"].connected)
+    # The renewed certificate (with its new key) is the cluster's identity on a new stream.
+    again = RawAgent(tls.agent_address, "east", ca(tls), (key, answer.certificate))
+    await again.connect([gpu_node("a-0", A100, 8)])
+    await until(tls, lambda: tls.hub.clusters.entries["east"].connected)
+    await again.close()
 
 
 async def test_the_deprecated_bearer_listener_works_and_warns(

@@ -15,7 +15,7 @@ import pytest
 
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.pki import ensure_pki
-from tests.hub.agentkit import RawAgent, gpu_node
+from tests.hub.agentkit import RawAgent, enroll, gpu_node
 from tests.hub.conftest import HubHarness, start_harness, stop_harness
 
 
@@ -176,18 +176,18 @@ async def test_tls_channel_verifies_the_hub_with_the_ca_from_the_join(tmp_path: 
         r = await h.api.post("/api/v1/clusters", json={"name": "east"})
         joined = r.json()
         assert "--ca-cert east-ca.crt" in joined["agent_command"]
-        plaintext = RawAgent(h.agent_address, "east")
+        assert f"--register {h.register_address}" in joined["agent_command"]
+        plaintext = RawAgent(h.register_address, "east")
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await plaintext.register(joined["token"])
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
         await plaintext.close()
         stranger_ca = ensure_pki(tmp_path / "other", ["127.0.0.1"]).ca_cert
-        impostor = RawAgent(h.agent_address, "east", ca_cert=stranger_ca)
         with pytest.raises(grpc.aio.AioRpcError):
-            await impostor.register(joined["token"])
-        await impostor.close()
-        agent = RawAgent(h.agent_address, "east", ca_cert=joined["ca_cert"].encode())
-        await agent.register(joined["token"])
+            await enroll(h.register_address, stranger_ca, "east", joined["token"])
+        ca = joined["ca_cert"].encode()
+        client = await enroll(h.register_address, ca, "east", joined["token"])
+        agent = RawAgent(h.agent_address, "east", ca_cert=ca, client=client)
         await agent.connect([gpu_node("t4-0", "Tesla-T4", 4)])
         await until(h, lambda: h.hub.clusters.entries["east"].record.state == "Ready")
         await agent.close()
