@@ -39,6 +39,8 @@ HUB_MODES: dict[str, dict[str, Any]] = {
 AGENT_MODES: dict[str, dict[str, Any]] = {
     "pull": {"cluster": "gpu-east", "hub": "hub.example.com:8849"},
     "pull-insecure": {"cluster": "gpu-east", "hub": "hub:8849", "tls": False},
+    "pull-pvc": {"cluster": "gpu-east", "hub": "hub:8849", "register": "hub:8850",
+                 "stateClaim": "fuyao-agent-state"},
 }
 
 
@@ -141,6 +143,13 @@ def test_agent_chart_renders_valid_objects(values: dict[str, Any]) -> None:
     (agent,) = deployment["spec"]["template"]["spec"]["containers"]
     assert "--cluster=gpu-east" in agent["args"]
     assert ("--ca-cert=/etc/fuyao/join/ca.crt" in agent["args"]) is values.get("tls", True)
+    assert ("--register=hub:8850" in agent["args"]) is ("register" in values)
+    (state,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"]
+                if v["name"] == "state"]
+    if "stateClaim" in values:
+        assert state["persistentVolumeClaim"] == {"claimName": "fuyao-agent-state"}
+    else:
+        assert state["emptyDir"] == {}
 
 
 def test_an_object_the_api_server_would_refuse_fails_the_check() -> None:
