@@ -22,7 +22,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -79,10 +79,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
     """The hub side of the agent protocol."""
 
     def __init__(self, hub: Hub, auth: Auth = Auth.BEARER,
-                 certificates: AgentCertificates | None = None) -> None:
+                 certificates: AgentCertificates | None = None,
+                 origin: Callable[[str], str] = str) -> None:
         self.hub = hub
         self.auth = auth
         self.certificates = certificates
+        self.origin = origin      # a relayed peer -> its real address (``hub.agentgate``)
         if auth is Auth.CERTIFICATE and certificates is None:
             raise ValueError("a certificate listener needs the agent certificates")
 
@@ -91,6 +93,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.RegisterResponse:
         """Trade a join token for a credential."""
+        self.origin(context.peer())        # it reached the hub (not a refused handshake)
         if self.auth is Auth.CERTIFICATE:
             await abort(context, PermissionDenied(
                 "this port takes agents with a client certificate: enroll on the hub's "
@@ -115,11 +118,11 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.HubMessage]:
         """Serve one agent stream until it or the hub ends it."""
+        source = self.origin(context.peer())
         if not self.hub.ha.leading:
             await refuse_standby(self.hub, context)
-        source = context.peer()
         try:
-            cluster = await self._identify(context)
+            cluster = await self._identify(context, source)
         except FuyaoError as exc:
             log.warning("agent stream from %s refused: %s", source, exc.message)
             await self.hub.audit("agent.connect", "", f"refused: {exc.message}",
@@ -173,7 +176,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         if failure is not None:     # the agent learns why; its next inventory repeats it all
             await abort(context, failure)
 
-    async def _identify(self, context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
+    async def _identify(self, context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+                        source: str) -> str:
         """The cluster of the caller, by this listener's kind of proof."""
         if self.auth is Auth.CERTIFICATE:
             assert self.certificates is not None
@@ -194,9 +198,9 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         self.hub.metrics.agent_auth.labels(method=method, result="ok").inc()
         if self.auth is Auth.BEARER_DEPRECATED:
             log.warning("cluster %s connected with a bearer credential from %s: %s", cluster,
-                        context.peer(), DEPRECATION)
+                        source, DEPRECATION)
             await self.hub.audit("agent.connect", cluster, f"ok: {DEPRECATION}",
-                                 agent_actor(cluster, context.peer()))
+                                 agent_actor(cluster, source))
         return cluster
 
     async def Renew(
@@ -204,13 +208,13 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.CertificateResponse:
         """The next certificate of the caller's cluster (mutual TLS only)."""
+        source = self.origin(context.peer())
         if self.auth is not Auth.CERTIFICATE or self.certificates is None:
             await abort(context, PermissionDenied(
                 "certificates are renewed on the mutual-TLS agent port only"))
             raise AssertionError("unreachable: abort raises")
         if not self.hub.ha.leading:
             await refuse_standby(self.hub, context)
-        source = context.peer()
         try:
             peer = await self.certificates.identify(context.auth_context(),
                                                     self.hub.clusters.entries)

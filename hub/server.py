@@ -13,7 +13,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Generator
+from dataclasses import dataclass
+from functools import partial
 
 import grpc
 import uvicorn
@@ -21,7 +24,9 @@ from fastapi import FastAPI
 
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub.agent_service import AgentChannel, Auth
+from hub.agentgate import AgentGate
 from hub.api import create_app, create_health_app
+from hub.auth.actor import agent_actor
 from hub.config import HubConfig
 from hub.core import Hub
 from hub.ha import Deposed
@@ -71,26 +76,32 @@ def _bind(server: grpc.aio.Server, address: str, flag: str,
         raise CannotStart(f"cannot listen on {address} ({flag}): in use or not local")
 
 
-def agent_server(hub: Hub, address: str) -> grpc.aio.Server:
-    """The agent channel's gRPC server on ``address``: mutual TLS (a client certificate
-    signed by the hub's CA is required) when the hub has its CA, else plaintext with the
-    bearer credential."""
+def insecure_agent_server(hub: Hub, address: str) -> grpc.aio.Server:
+    """The agent channel without TLS (``--agent-insecure``): the bearer credential."""
+    log.warning("agent channel without TLS (--agent-insecure): agents authenticate with "
+                "a bearer credential; use only behind a TLS-terminating proxy or on a "
+                "trusted network")
     server = _grpc_server()
-    if hub.pki is None:
-        log.warning("agent channel without TLS (--agent-insecure): agents authenticate with "
-                    "a bearer credential; use only behind a TLS-terminating proxy or on a "
-                    "trusted network")
-        pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
-            AgentChannel(hub, Auth.BEARER), server)
-        _bind(server, address, "--agent-port", None)
-        return server
     pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
-        AgentChannel(hub, Auth.CERTIFICATE, hub.agent_certs), server)
+        AgentChannel(hub, Auth.BEARER), server)
+    _bind(server, address, "--agent-port", None)
+    return server
+
+
+def mtls_agent_server(hub: Hub, gate: AgentGate) -> tuple[grpc.aio.Server, int]:
+    """The agent channel with mutual TLS (a client certificate signed by the hub's CA is
+    required) on a loopback port behind ``gate``; returns it and the port."""
+    assert hub.pki is not None
+    server = _grpc_server()
+    pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentChannel(hub, Auth.CERTIFICATE, hub.agent_certs, gate.origin), server)
     credentials = grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)],
                                               root_certificates=hub.pki.ca_cert,
                                               require_client_auth=True)
-    _bind(server, address, "--agent-port", credentials)
-    return server
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    if port == 0:
+        raise CannotStart("cannot listen on a loopback port for the agent channel")
+    return server, port
 
 
 def registration_server(hub: Hub, address: str) -> grpc.aio.Server:
@@ -120,14 +131,57 @@ def bearer_server(hub: Hub, address: str) -> grpc.aio.Server:
     return server
 
 
-def agent_servers(hub: Hub, config: HubConfig) -> list[grpc.aio.Server]:
-    """Every agent-facing gRPC server this hub runs (not started)."""
-    servers = [agent_server(hub, f"{config.host}:{config.agent_port}")]
-    if hub.pki is not None:
-        servers.append(registration_server(hub, f"{config.host}:{config.register_port}"))
+@dataclass
+class AgentListeners:
+    """Every agent-facing listener of a hub, started."""
+
+    servers: list[grpc.aio.Server]
+    gate: AgentGate | None = None
+
+    async def stop(self, grace: float) -> None:
+        """Stop listening; streams get ``grace`` seconds."""
+        if self.gate is not None:
+            await self.gate.stop()
+        await asyncio.gather(*(server.stop(grace=grace) for server in self.servers))
+
+
+async def start_agent_listeners(hub: Hub, config: HubConfig,
+                                agent_socket: socket.socket | None = None) -> AgentListeners:
+    """Start the agent port (with TLS: ``hub.agentgate`` on ``agent_socket``, or on
+    host:agent-port, relaying to mutual-TLS gRPC), the registration listener and the
+    deprecated bearer listener when configured."""
+    if hub.pki is None:
+        listeners = AgentListeners([insecure_agent_server(
+            hub, f"{config.host}:{config.agent_port}")])
+    else:
+        gate = AgentGate(0, partial(_refused_handshake, hub))
+        server, gate.inner_port = mtls_agent_server(hub, gate)
+        listeners = AgentListeners(
+            [server, registration_server(hub, f"{config.host}:{config.register_port}")], gate)
         if config.agent_bearer_port:
-            servers.append(bearer_server(hub, f"{config.host}:{config.agent_bearer_port}"))
-    return servers
+            listeners.servers.append(
+                bearer_server(hub, f"{config.host}:{config.agent_bearer_port}"))
+    for grpc_server in listeners.servers:
+        await grpc_server.start()
+    if listeners.gate is not None:
+        try:
+            await listeners.gate.start(agent_socket, config.host, config.agent_port)
+        except OSError as exc:
+            await listeners.stop(0)
+            raise CannotStart(f"cannot listen on {config.host}:{config.agent_port} "
+                              f"(--agent-port): {exc.strerror or exc}") from exc
+    return listeners
+
+
+async def _refused_handshake(hub: Hub, source: str, skipped: int) -> None:
+    """Audit a connection the TLS layer refused (``hub.agentgate`` saw it never reach us)."""
+    result = ("refused: TLS handshake refused: no client certificate, or one this hub's CA "
+              "did not sign, or past its validity")
+    if skipped:
+        result += f" ({skipped} more from this host since the last record)"
+    log.warning("agent connection from %s: %s", source, result)
+    hub.metrics.agent_auth.labels(method="certificate", result="refused").inc()
+    await hub.audit("agent.connect", "", result, agent_actor("", source))
 
 
 async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
@@ -152,10 +206,11 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     hub.ha.on_lost = lambda _reason: stop.set()
     try:
         await hub.start()
+        agent_socket = prepared.agent_probe if hub.pki is not None else None
+        if agent_socket is not None:
+            prepared.agent_probe = None       # the gate listens on the socket bound at start
         prepared.release_agent_port()
-        grpc_servers = agent_servers(hub, config)
-        for grpc_server in grpc_servers:
-            await grpc_server.start()
+        listeners = await start_agent_listeners(hub, config, agent_socket)
     except BaseException:
         await hub.stop()
         raise
@@ -185,7 +240,7 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
     health.should_exit = True
     if push is not None:
         await push.stop()
-    await asyncio.gather(*(server.stop(grace=2.0) for server in grpc_servers))
+    await listeners.stop(grace=2.0)
     await asyncio.gather(*servers, return_exceptions=True)
     stopper.cancel()
     await hub.stop()

@@ -16,7 +16,7 @@ import pytest
 from hub.api import create_app
 from hub.config import HubConfig, Timings
 from hub.core import Hub
-from hub.server import agent_servers
+from hub.server import AgentListeners, start_agent_listeners
 
 FAST = Timings(unknown_after=1.0, not_ready_after=2.0, eviction_timeout=0.5,
                unschedulable_timeout=1.0, placement_interval=0.1, monitor_interval=0.1,
@@ -43,14 +43,14 @@ class HubHarness:
     hub: Hub
     api: httpx.AsyncClient
     agent_address: str
-    grpc_servers: list[grpc.aio.Server]
+    listeners: AgentListeners
     register_address: str = ""        # with TLS: where agents enroll for a certificate
     home: Path | None = None
 
     @property
     def grpc_server(self) -> grpc.aio.Server:
-        """The agent port's server."""
-        return self.grpc_servers[0]
+        """The agent port's gRPC server."""
+        return self.listeners.servers[0]
 
 
 async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None = None,
@@ -64,21 +64,18 @@ async def start_harness(home: Path, timings: Timings = FAST, db_url: str | None 
                         agent_tls=tls, redis_url=redis_url, register_port=register, **config))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
-    servers = agent_servers(hub, hub.config)
-    for server in servers:
-        await server.start()
+    listeners = await start_agent_listeners(hub, hub.config)
     token = (home / "admin.token").read_text().strip()
     api = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(hub)),
                             base_url="http://hub", headers=auth_headers(token))
-    return HubHarness(hub, api, f"127.0.0.1:{port}", servers,
+    return HubHarness(hub, api, f"127.0.0.1:{port}", listeners,
                       f"127.0.0.1:{register}" if tls else "", home)
 
 
 async def stop_harness(h: HubHarness) -> None:
     """Stop everything start_harness started."""
     await h.api.aclose()
-    for server in h.grpc_servers:
-        await server.stop(grace=0.5)
+    await h.listeners.stop(grace=0.5)
     await h.hub.stop()
 
 

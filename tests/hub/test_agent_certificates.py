@@ -116,7 +116,7 @@ async def test_an_enrolled_agent_streams_as_the_cluster_its_certificate_names(
     await east.close()
 
 
-async def test_no_certificate_or_a_foreign_one_is_refused_by_tls_and_changes_nothing(
+async def test_no_certificate_or_a_foreign_one_is_refused_audited_and_changes_nothing(
         tls: HubHarness) -> None:
     await join(tls, "east")
     before = state(tls)
@@ -125,8 +125,14 @@ async def test_no_certificate_or_a_foreign_one_is_refused_by_tls_and_changes_not
         await intruder.connect([gpu_node("x-0", A100, 8)])
         assert await intruder.status() == grpc.StatusCode.UNAVAILABLE
         await intruder.close()
+    # The TLS layer refused both; the gate in front of the port saw them never reach a call.
+    await until(tls, lambda: len(audits(tls, "agent.connect")) >= 1)
+    [entry] = audits(tls, "agent.connect")        # one record per host a minute...
+    assert entry["result"].startswith("refused: TLS handshake refused: no client certificate")
+    assert entry["source"].startswith(ADDRESS) and entry["actor"] == "agent"
     assert state(tls) == before
-    assert audits(tls, "agent.connect") == []      # the TLS layer refused: no hub code ran
+    refused = tls.hub.metrics.agent_auth.labels(method="certificate", result="refused")
+    assert refused._value.get() >= 1
 
 
 async def test_another_clusters_certificate_cannot_report_this_clusters_task(
