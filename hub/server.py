@@ -107,27 +107,30 @@ def mtls_agent_server(hub: Hub, gate: AgentGate) -> tuple[grpc.aio.Server, int]:
 def registration_server(hub: Hub, address: str) -> grpc.aio.Server:
     """The registration listener on ``address``: server TLS only (agents have no client
     certificate yet); ``Enroll`` trades a join token and a CSR for one."""
-    assert hub.pki is not None and hub.agent_certs is not None
+    assert hub.agent_certs is not None
     server = _grpc_server()
     pb_grpc.add_AgentRegistrationServicer_to_server(  # type: ignore[no-untyped-call]
         AgentRegistration(hub, hub.agent_certs), server)
-    _bind(server, address, "--register-port",
-          grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)]))
+    _bind(server, address, "--register-port", _server_tls(hub))
     return server
+
+
+def _server_tls(hub: Hub) -> grpc.ServerCredentials:
+    """Server TLS with the hub's serving certificate, no client certificate asked for."""
+    assert hub.pki is not None
+    return grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)])
 
 
 def bearer_server(hub: Hub, address: str) -> grpc.aio.Server:
     """The deprecated bearer listener (``--agent-bearer-port``): the agent protocol as
     before certificates, server TLS only, for agents not yet upgraded; every stream warns,
     is audited and counted (``fuyao_agent_auth{method="bearer"}``)."""
-    assert hub.pki is not None
     log.warning("--agent-bearer-port: agents may still connect with a bearer credential on "
                 "%s (deprecated, removed in the next release)", address)
     server = _grpc_server()
     pb_grpc.add_AgentChannelServicer_to_server(  # type: ignore[no-untyped-call]
         AgentChannel(hub, Auth.BEARER_DEPRECATED), server)
-    _bind(server, address, "--agent-bearer-port",
-          grpc.ssl_server_credentials([(hub.pki.server_key, hub.pki.server_cert)]))
+    _bind(server, address, "--agent-bearer-port", _server_tls(hub))
     return server
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from fuyao.errors import InvalidInput
 from fuyao.wire.v1 import agent_pb2 as pb
+from member_agent.state import write_private_json
 
 IDENTITY_FILE = "identity.json"
 RENEW_AT = 2 / 3        # of the certificate's life, counted from its issue
@@ -100,13 +100,5 @@ class IdentityStore:
             cluster=self.cluster, key=key_pem.decode(), certificate=answer.certificate.decode(),
             ca_cert=answer.ca_cert.decode(), issued_unix_ms=answer.issued_unix_ms,
             expires_unix_ms=answer.expires_unix_ms, token_sha256=token_sha256)
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(asdict(identity), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.path)
+        write_private_json(self.path, asdict(identity))
         return identity

@@ -66,12 +66,17 @@ class CredentialStore:
 
     def save(self, credential: str) -> None:
         """Write the credential atomically, readable by the owner only."""
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"cluster": self.cluster, "credential": credential}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.path)
+        write_private_json(self.path, {"cluster": self.cluster, "credential": credential})
+
+
+def write_private_json(path: Path, data: object) -> None:
+    """Write ``data`` as JSON to ``path`` atomically, mode 0600 (its directory 0700)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)

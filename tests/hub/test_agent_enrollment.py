@@ -6,19 +6,16 @@ with a bearer credential before certificates trades it for one by itself."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import json
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fuyao.errors import Unauthenticated
 from member_agent.backends.sim.backend import SimBackend
 from member_agent.connection import Agent, AgentConfig
 from member_agent.state import CredentialStore
-from tests.agent.test_connection import FLEET
+from tests.agent.test_connection import FLEET, running
 from tests.hub.conftest import HubHarness, start_harness, stop_harness
 from tests.hub.test_agent_certificates import certificates
 from tests.hub.test_agent_channel import join, until
@@ -34,17 +31,6 @@ def agent(h: HubHarness, state: Path, token: str) -> Agent:
                          token_file=token_file, ca_cert=ca, register=h.register_address,
                          heartbeat_interval=0.1, backoff_initial=0.05, backoff_max=0.2)
     return Agent(config, SimBackend(FLEET, time_scale=0.01, retry_interval=0.05))
-
-
-@contextlib.asynccontextmanager
-async def running(a: Agent) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(a.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 def serial(state: Path) -> str:
