@@ -91,6 +91,8 @@ class AgentGate:
         self._relays.add(task)
         try:
             await self._relay(reader, writer)
+        except asyncio.CancelledError:
+            pass    # ``stop``: asyncio's server would log a cancelled handler as an error
         finally:
             self._relays.discard(task)
 
