@@ -101,10 +101,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave hub and agents running")
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="fuyao-demo-"))
-    defaults = (8848, 8849, 8851)
-    ports = defaults if all(port_free(p) for p in defaults) else (0, 0, 0)
+    defaults = (8848, 8849, 8851, 8850)
+    ports = defaults if all(port_free(p) for p in defaults) else (0, 0, 0, 0)
     stack = LocalStack(home=home, api_port=ports[0], agent_port=ports[1],
-                       health_port=ports[2])
+                       health_port=ports[2], register_port=ports[3])
     print(f"Fuyao demo: state in {home}; hub REST at {stack.url}", flush=True)
     try:
         stack.start_hub()

@@ -43,7 +43,9 @@ class Replicas:
     def start_agent(self, name: str, fleet: Path) -> Proc:
         """Join ``name`` through the leader ``a`` and start its agent with both addresses."""
         self.a.join(name)
-        return self.a.start_agent(name, fleet, extra=["--hub", self.agent_hubs()])
+        register = f"127.0.0.1:{self.a.register_port},127.0.0.1:{self.b.register_port}"
+        return self.a.start_agent(name, fleet, extra=["--hub", self.agent_hubs(),
+                                                      "--register", register])
 
     def wait_leader(self, via: LocalStack, name: str, timeout: float = 60.0) -> dict[str, Any]:
         """Poll ``hub status`` on ``via`` until replica ``name`` leads; returns the status."""
