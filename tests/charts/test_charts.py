@@ -89,9 +89,10 @@ def test_hub_chart_renders_valid_objects(values: dict[str, Any]) -> None:
     (hub,) = pod["containers"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert hub["securityContext"]["readOnlyRootFilesystem"] is True
-    assert {p["containerPort"] for p in hub["ports"]} == {8848, 8849, 8851}
+    assert {p["containerPort"] for p in hub["ports"]} == {8848, 8849, 8850, 8851}
     assert {p["port"] for p in by_kind(objects, "Service")["spec"]["ports"]} == {
-        8848, 8849, 8851}
+        8848, 8849, 8850, 8851}
+    assert "--register-port=8850" in hub["args"]
     assert hub["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
