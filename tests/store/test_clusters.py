@@ -149,3 +149,24 @@ def test_audit_defaults_to_now(store: Store) -> None:
     store.audit("admin", "cluster.delete", "east", "ok")
     [entry] = store.audit_log()
     assert entry["at"] > T0 and entry["at"].utcoffset() == timedelta(0)
+
+
+def test_a_new_registration_revokes_older_certificates_and_the_bearer_credential(
+        store: Store) -> None:
+    store.create_cluster(cluster("east"))
+    store.create_cluster(cluster("west"))
+    store.set_credential("east", "east-bearer")
+    store.add_agent_certificate("a1", "east", at(-60), at(3600))
+    store.add_agent_certificate("a0", "east", at(-7200), at(-3600))   # expired already
+    store.add_agent_certificate("w1", "west", at(-60), at(3600))
+    assert store.replace_agent_certificates("east", "a2", at(0), at(3600)) == 1
+    east = {s: store.agent_certificate(s) for s in ("a0", "a1", "a2")}
+    assert east["a1"] is not None and east["a1"].revoked_at is not None
+    assert east["a0"] is not None and east["a0"].revoked_at is None     # expired: left alone
+    assert east["a2"] is not None and (east["a2"].cluster, east["a2"].revoked_at) == ("east",
+                                                                                     None)
+    assert store.cluster_for_credential("east-bearer") is None
+    west = store.agent_certificate("w1")
+    assert west is not None and west.revoked_at is None
+    assert store.agent_certificate("nope") is None
+    assert store.revoke_agent_certificates("east", at(1)) == 1            # a2
