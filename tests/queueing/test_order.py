@@ -125,7 +125,7 @@ async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarne
     await submit(quiet, {"name": "same", "gpu": 1, "priority": 5})
     await quiet.hub.placement.cycle()
     assert sorted(placed(quiet)) == ["run-0", "run-1"]
-    assert quiet.hub.queueing.preempting == {}
+    assert quiet.hub.queueing.preemption.preempting == {}
 
 
 async def test_a_per_cluster_quota_sends_the_rest_elsewhere_then_holds(
