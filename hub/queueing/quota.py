@@ -97,7 +97,9 @@ def quota_hold(queue: QueueState, queues: Iterable[QueueState], usage: Usage,
 
     Within its quota it is admitted; above it, only up to its borrow limit and only while
     the other queues' idle quota of that resource covers the excess. A resource without a
-    quota is not limited.
+    quota is not limited. A task asking more than quota plus borrow limit on its own is
+    told so (it waits until the queue's quota grows; Kueue keeps such workloads pending
+    too, rather than refusing them).
     """
     used = usage.of(queue.name)
     for resource in sorted(queue.limits):
@@ -114,6 +116,9 @@ def quota_hold(queue: QueueState, queues: Iterable[QueueState], usage: Usage,
         allowed = queue.borrow.get(resource, 0)
         if over > allowed:
             extra = f" (+{format_resource(resource, allowed)} borrowable)" if allowed else ""
+            if amount > limit + allowed:     # it waits until the quota grows, not for use
+                extra += (f"; the task asks {format_resource(resource, amount)}, more than "
+                          f"the quota{' and borrow limit allow' if allowed else ' allows'}")
             return held + extra
         if over > idle_quota(queue.name, resource, queues, usage):
             return held + "; no idle quota to borrow"

@@ -44,6 +44,11 @@ FREE = QueueState("default")
      "queue team-b: gpu quota 4, in use 6 (+4 borrowable)"),
     ("borrow with no idle quota", B, {"team_b": {"gpu": 4 * GPU}, "team_a": {"gpu": 6 * GPU}},
      {"gpu": 3 * GPU}, "queue team-b: gpu quota 4, in use 4; no idle quota to borrow"),
+    ("asks more than quota alone", A, {}, {"gpu": 16 * GPU},
+     "queue team-a: gpu quota 8, in use 0; the task asks 16, more than the quota allows"),
+    ("asks more than quota and borrow", B, {}, {"gpu": 9 * GPU},
+     "queue team-b: gpu quota 4, in use 0 (+4 borrowable); the task asks 9, more than the "
+     "quota and borrow limit allow"),
     ("per-model quota", M, {"team_m": {"gpu.A100": 16 * GPU}}, {"gpu.A100": GPU},
      "queue team-m: gpu A100 quota 16, in use 16"),
     ("per-model quota, other model", M, {"team_m": {"gpu.A100": 16 * GPU}},
