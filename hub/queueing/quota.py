@@ -46,7 +46,8 @@ class QueueState:
 
 def demand(req: TaskRequests, model: str | None = None) -> Vector:
     """What a task uses, all replicas: cpu, memory, gpu (and ``gpu.<model>`` once the fit
-    chose a model), gpu-memory (the per-device minimum times its devices)."""
+    chose a model), gpu-memory (the per-device minimum times its devices; for a task that
+    shares a device by memory, the memory it asks)."""
     n = req.replicas
     out: Vector = {"cpu": req.cpu_milli * n, "memory": req.memory_mib * n}
     if req.gpu_milli:
@@ -55,6 +56,8 @@ def demand(req: TaskRequests, model: str | None = None) -> Vector:
             out[f"gpu.{model}"] = req.gpu_milli * n
         if req.gpu_memory_mib:
             out["gpu-memory"] = req.gpu_memory_mib * req.gpu_devices * n
+    if req.gpu_mem_mib:     # GPU memory sharing: the memory it asks of one device
+        out["gpu-memory"] = req.gpu_mem_mib * n
     return out
 
 

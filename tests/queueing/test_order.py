@@ -58,6 +58,19 @@ async def test_a_quota_holds_a_task_and_says_which(quiet: HubHarness) -> None:
     assert listed["a-2"]["held_by"] == view["held_by"]
 
 
+async def test_a_gpu_memory_quota_counts_memory_sharing_tasks(quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=1, gpus=8)
+    await queue(quiet, "notebooks", quotas={"gpu-memory": "16Gi"})
+    await submit(quiet, *({"name": f"nb-{i}", "gpu_mem": "8Gi", "queue": "notebooks"}
+                          for i in range(3)))
+    await quiet.hub.placement.cycle()
+    assert sorted(placed(quiet)) == ["nb-0", "nb-1"]
+    view = (await quiet.api.get("/api/v1/tasks/nb-2")).json()
+    assert view["held_by"] == "queue notebooks: gpu-memory quota 16Gi, in use 16Gi"
+    used = (await quiet.api.get("/api/v1/queues/notebooks")).json()["usage"]
+    assert used["gpu-memory"] == "16Gi"
+
+
 async def test_borrowing_uses_idle_quota_up_to_the_limit(quiet: HubHarness) -> None:
     add_cluster(quiet, "east", nodes=4, gpus=4)
     await queue(quiet, "team-a", weight=2, quotas={"gpu": 8, "cpu": 64})

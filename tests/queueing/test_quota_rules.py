@@ -74,6 +74,10 @@ def test_per_cluster_quota_names_the_cluster() -> None:
      {"cpu": 2000, "memory": 2048, "gpu": 4000, "gpu.A100": 4000}),
     (TaskRequests(0, 0, 2000, 40960, 1), None,
      {"cpu": 0, "memory": 0, "gpu": 2000, "gpu-memory": 81920}),
+    (TaskRequests(1000, 1024, 0, 0, 2, gpu_mem_mib=8192), None,      # memory sharing
+     {"cpu": 2000, "memory": 2048, "gpu-memory": 16384}),
+    (TaskRequests(1000, 1024, 250, 40960, 1, gpu_mem_mib=8192), "A100",
+     {"cpu": 1000, "memory": 1024, "gpu": 250, "gpu.A100": 250, "gpu-memory": 8192}),
 ])
 def test_demand_counts_every_replica(req: TaskRequests, model: str | None,
                                      want: dict[str, int]) -> None:
