@@ -131,6 +131,31 @@ async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
         "s for its copy on east to stop")
 
 
+async def test_an_owner_takes_its_lent_quota_back_by_preemption(quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=2, gpus=4)
+    await queue(quiet, "team-a", quotas={"gpu": 4})
+    await queue(quiet, "team-b", quotas={"gpu": 4}, borrow={"gpu": 4})
+    await submit(quiet, *gpu_tasks("b", 8, "team-b"))
+    await quiet.hub.placement.cycle()
+    assert len(placed(quiet)) == 8          # 4 own + 4 of team-a's idle quota: fleet full
+    # team-a, within its own quota and of no higher priority, needs its GPUs back: its head
+    # evicts one borrowed task, is placed next cycle, then the next one does the same.
+    await submit(quiet, *gpu_tasks("a", 2, "team-a"))
+    for _ in range(4):
+        await quiet.hub.placement.cycle()
+    assert {"a-0", "a-1"} <= set(placed(quiet))
+    preempted = {}
+    for i in range(8):
+        view = (await quiet.api.get(f"/api/v1/tasks/b-{i}")).json()
+        kinds = [e["kind"] for e in view["events"]]
+        if "Preempted" in kinds:
+            assert kinds.count("Preempted") == 1 and view["state"] == "Queued"
+            preempted[view["name"]] = view["message"].split(" (")[0]
+    assert preempted == {"b-7": "Preempted by a-0", "b-6": "Preempted by a-1"}  # newest first
+    used = (await quiet.api.get("/api/v1/queues/team-b")).json()["usage"]
+    assert used["gpu"] == "6"                # still borrows 2 of team-a's idle 2: no more taken
+
+
 async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarness) -> None:
     add_cluster(quiet, "east", nodes=1, gpus=2)
     await submit(quiet, *gpu_tasks("run", 2, "default", priority=5))
