@@ -23,6 +23,7 @@ from fuyao.queues import QueueSpec, QueueUpdate, QueueView
 from fuyao.spec import TaskSpec
 from hub.activetask import ActiveTask, Command
 from hub.fleet import FleetView
+from hub.placement.framework import PlacementRequest
 from hub.placement.profile import Profile
 from hub.queueing.book import QueueBook
 from hub.queueing.config import QueueingConfig
@@ -54,6 +55,7 @@ class Queueing:
         self._demands: dict[str, Vector] = {}
         self.planner = Planner(fleet, profile, headroom_priority, self.models)
         self.preemption = Preemption(self)
+        self._ever: dict[tuple[str, str], tuple[int, bool]] = {}  # (task, cluster) -> answer
 
     # -- queues -------------------------------------------------------------------------------
 
@@ -158,6 +160,8 @@ class Queueing:
             if hold.until < now or hold.task_id not in waiting:
                 del self.reserved[cluster]
         self.preemption.prune(waiting)
+        for key in [k for k in self._ever if k[0] not in waiting]:
+            del self._ever[key]
         active = set(self.tasks.active)
         for task_id in [t for t in self.models if t not in active]:
             del self.models[task_id]
@@ -188,6 +192,21 @@ class Queueing:
             del self.reserved[other]
         until = time.monotonic() + self.config.reservation_seconds
         self.reserved[cluster] = Hold(task.id, task.name, rank, kind, until)
+
+    def could_ever_fit(self, cluster: str, task: ActiveTask,
+                       request: PlacementRequest) -> bool:
+        """Would the task fit ``cluster`` with nothing running there? Asked before backfill
+        keeps a cluster for a blocked head (never for one it can never fit); the answer is
+        kept while the cluster's nodes stay the same (``layout_version``)."""
+        info = self.fleet.cluster(cluster)
+        if info is None:
+            return False
+        known = self._ever.get((task.id, cluster))
+        if known is not None and known[0] == info.layout_version:
+            return known[1]
+        answer = self.planner.fits_empty(info, request)
+        self._ever[(task.id, cluster)] = (info.layout_version, answer)
+        return answer
 
     def stopping(self, task: ActiveTask) -> str | None:
         """Why a preempted task is not placed again yet (its old copy may still run)."""

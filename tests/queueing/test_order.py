@@ -102,6 +102,19 @@ async def test_a_blocked_head_holds_its_queue_then_backfill_reserves(quiet: HubH
     assert placed(quiet)["gang"] == "east"
 
 
+async def test_a_head_that_could_never_fit_keeps_no_cluster(quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=2, gpus=8)
+    await submit(quiet, {"name": "filler", "gpu": 4})
+    await quiet.hub.placement.cycle()
+    # 16 GPUs on one node: no node of east has them even empty; waiting there is futile.
+    await submit(quiet, {"name": "never", "gpu": 16}, *gpu_tasks("small", 3, "default"))
+    for _ in range(3):      # two cycles of strict FIFO, then backfill
+        await quiet.hub.placement.cycle()
+    assert sorted(placed(quiet)) == ["filler", "small-0", "small-1", "small-2"]
+    hold = quiet.hub.queueing.hold_for(task(quiet, "never"))
+    assert hold is not None and hold["reserved_cluster"] is None
+
+
 async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
         quiet: HubHarness) -> None:
     add_cluster(quiet, "east", nodes=1, gpus=4)
