@@ -31,8 +31,9 @@ def fuyaoctl(via: LocalStack, token: str, *args: str) -> subprocess.Popen[str]:
 
 def test_two_hubs_with_redis_an_agent_on_both_status_and_watch_as_written(
         tmp_path: Path, pg_url: str, redis_server: RedisServer) -> None:
-    with fresh_database(pg_url) as db, Replicas(tmp_path, db,
-                                                ("--redis", redis_server.url)) as hubs:
+    with fresh_database(pg_url) as db, Replicas(
+            tmp_path, db.replace("postgresql+psycopg://", "postgresql://"),  # as written
+            ("--redis", redis_server.url)) as hubs:
         hubs.start()
         token = str(hubs.a.token)
         both = f"127.0.0.1:{hubs.a.agent_port},127.0.0.1:{hubs.b.agent_port}"
