@@ -56,8 +56,9 @@ async def _abort(context: grpc.aio.ServicerContext, exc: FuyaoError) -> None:  #
 
 
 async def _refuse_standby(hub: Hub, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-    """A standby takes no agents: UNAVAILABLE, naming the leader's agent address in the
-    ``fuyao-leader`` trailing metadata (the agent dials it next)."""
+    """A standby (or a new leader still rebuilding its view) takes no agents: UNAVAILABLE,
+    naming the leader's agent address in the ``fuyao-leader`` trailing metadata (the agent
+    dials it next)."""
     refusal = hub.ha.refusal("take agent streams")
     leader = refusal.leader.agent_address if refusal.leader else None
     await context.abort(grpc.StatusCode.UNAVAILABLE, refusal.message,
@@ -75,7 +76,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.RegisterResponse:
         """Trade a join token for a credential."""
-        if not self.hub.ha.leading:
+        if not self.hub.ha.serving:
             await _refuse_standby(self.hub, context)
         try:
             credential = await self.hub.clusters.register(request.cluster, request.token)
@@ -95,7 +96,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.HubMessage]:
         """Serve one agent stream until it or the hub ends it."""
-        if not self.hub.ha.leading:
+        if not self.hub.ha.serving:
             await _refuse_standby(self.hub, context)
         try:
             cluster = await self.hub.clusters.authenticate(_bearer(context))
