@@ -54,3 +54,19 @@ def test_copy_overlap_is_detected() -> None:
     assert faultkit.overlaps([copy("a", 1, 0.0, 2.0), copy("b", 2, 1.5, 3.0)])
     assert faultkit.overlaps([copy("a", 1, 0.0, None), copy("b", 2, 100.0, None)])
     assert not faultkit.overlaps([copy("a", 1, 0.0, 1.0)])
+
+
+def test_the_bench_reports_a_failed_check_and_a_crashed_run_as_failures() -> None:
+    """``bench/faults.py`` exits 1 on these: a row's failed check is named in its table."""
+    import faults
+
+    def crash() -> dict[str, Any]:
+        raise TimeoutError("condition not met in 60s")
+    crashed = faults.guarded("3 leading hub kill -9, standby waiting", crash)
+    assert faults.failed_checks(crashed) == ["ran to the end"]
+    ok = {"fault": "10 agent clock 10 min off", "tasks": 30, "lost": 0, "run_twice": 0,
+          "checks": {"never left Ready": True}, "not_ready_samples": 0}
+    failed = {**ok, "checks": {"never left Ready": False}, "not_ready_samples": 3}
+    text = faults.table([ok, failed, crashed])
+    assert "| 1 ok |" in text and "FAILED: never left Ready" in text
+    assert "FAILED: ran to the end" in text and "TimeoutError" in text
