@@ -67,8 +67,9 @@ async def abort(context: grpc.aio.ServicerContext, exc: FuyaoError) -> None:  # 
 
 
 async def refuse_standby(hub: Hub, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-    """A standby takes no agents: UNAVAILABLE, naming the leader's agent address in the
-    ``fuyao-leader`` trailing metadata (the agent dials it next)."""
+    """A standby (or a new leader still rebuilding its view) takes no agents: UNAVAILABLE,
+    naming the leader's agent address in the ``fuyao-leader`` trailing metadata (the agent
+    dials it next)."""
     refusal = hub.ha.refusal("take agent streams")
     leader = refusal.leader.agent_address if refusal.leader else None
     await context.abort(grpc.StatusCode.UNAVAILABLE, refusal.message,
@@ -98,7 +99,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await abort(context, PermissionDenied(
                 "this port takes agents with a client certificate: enroll on the hub's "
                 "registration port (fuyao-agent --register HOST:8850)"))
-        if not self.hub.ha.leading:
+        if not self.hub.ha.serving:
             await refuse_standby(self.hub, context)
         try:
             credential = await self.hub.clusters.register(request.cluster, request.token)
@@ -119,7 +120,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
     ) -> AsyncIterator[pb.HubMessage]:
         """Serve one agent stream until it or the hub ends it."""
         source = self.origin(context.peer())
-        if not self.hub.ha.leading:
+        if not self.hub.ha.serving:
             await refuse_standby(self.hub, context)
         try:
             cluster = await self._identify(context, source)
@@ -213,7 +214,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await abort(context, PermissionDenied(
                 "certificates are renewed on the mutual-TLS agent port only"))
             raise AssertionError("unreachable: abort raises")
-        if not self.hub.ha.leading:
+        if not self.hub.ha.serving:
             await refuse_standby(self.hub, context)
         try:
             peer = await self.certificates.identify(context.auth_context(),

@@ -138,6 +138,7 @@ class Hub:
             await self.placement.division.load()
             await self.deps.load()
             await self.profiles.load()
+        self.ha.rebuilt = True          # agents and writes are taken from here on
         await self.auth.start(self.config.home)
         log.info("leading epoch %s: %d clusters, %d active tasks", self.ha.epoch,
                  len(self.clusters.entries), count)

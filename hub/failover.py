@@ -5,7 +5,8 @@ Called by ``hub.loops.Monitor.tick`` for every cluster ``ClusterManager.tick`` f
 safety margin, on the hub's own clock: by then the member has stopped its restartable
 copies itself). ``Evictor.evict`` re-queues the cluster's ``restart-elsewhere`` tasks,
 highest priority first, at most ``eviction_rate`` tasks per second per lost cluster (a
-token bucket, so a large outage does not stampede the survivors); the re-queued tasks may
+token bucket holding one second's worth and starting full, so a large outage does not
+stampede the survivors, while a small one moves in one tick); the re-queued tasks may
 use the survivors' headroom. ``failover: never`` tasks stay where they are, waiting for
 the cluster to come back.
 """
@@ -36,9 +37,12 @@ class Evictor:
         """How many of ``cluster``'s tasks may be re-queued now (and spend them)."""
         now = time.monotonic() if now is None else now
         last = self._last.get(cluster)
-        elapsed = self.interval if last is None else max(0.0, now - last)
         cap = self.rate * max(self.interval, 1.0)    # at most one second's worth at once
-        credit = self._credit.get(cluster, 0.0) + min(cap, self.rate * elapsed)
+        # The bucket starts full: an outage's first second's worth moves in the first tick
+        # (one store write, one placement cycle), then ``rate`` per second. Over any
+        # ``t`` seconds at most ``rate * (1 + t)`` tasks move.
+        refill = cap if last is None else min(cap, self.rate * max(0.0, now - last))
+        credit = self._credit.get(cluster, 0.0) + refill
         spend = int(credit)
         self._credit[cluster] = credit - spend
         self._last[cluster] = now

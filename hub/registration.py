@@ -45,7 +45,7 @@ class AgentRegistration(pb_grpc.AgentRegistrationServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.CertificateResponse:
         """A certificate for the cluster the token (or old credential) belongs to."""
-        if not self.hub.ha.leading:
+        if not self.hub.ha.serving:
             await refuse_standby(self.hub, context)
         source = context.peer()
         bearer = bool(request.credential) and not request.token

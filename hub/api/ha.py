@@ -1,7 +1,9 @@
 """REST for high availability: ``GET /api/v1/hub/status`` and what a standby answers.
 
 ``install(app, hub)`` (one line in ``hub.api.app``) mounts the status route and the
-standby guard. On a standby (``hub.ha.leading`` false) the guard answers every write, and
+standby guard. On a standby (``hub.ha.serving`` false: not leading, or leading but still
+rebuilding its view after a takeover, when reads wait for the rebuild) the guard answers
+every write, and
 reads of the in-memory fleet view (``/capacity``, ``explain``), with 503 ``Unavailable``:
 the message and ``details`` name the leader's REST and agent addresses and its epoch, and the
 ``Fuyao-Leader`` header carries the leader's REST address, so a client can retry there.
@@ -53,10 +55,16 @@ def install(app: FastAPI, hub: Hub) -> None:
     async def standby_guard(request: Request,
                             call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         path = request.url.path
-        if hub.ha.leading or not path.startswith("/api/") or path.startswith(_ANY_REPLICA):
+        if hub.ha.serving or not path.startswith("/api/") or path.startswith(_ANY_REPLICA):
             return await call_next(request)
         if request.method not in _READS:
             return _not_leader(hub, "take writes")
+        if hub.ha.leading:
+            # Taking over: the view is being rebuilt under the read lock; a read waits for
+            # it and is then served as the leader's (never by reloading the standby cache).
+            async with hub.ha.reads.lock:
+                pass
+            return await call_next(request)
         if path.startswith(_LEADER_ONLY_READS) or path.endswith("/explain"):
             return _not_leader(hub, "hold the fleet view")
         await hub.ha.reads.refresh()

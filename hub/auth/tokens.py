@@ -4,8 +4,12 @@ A token reads ``fyt_<id>_<secret>``: the id finds the stored row, the secret is 
 against its slow hash (scrypt, so a stolen database does not yield usable tokens). The
 outcome of that check is remembered for a few seconds by the SHA-256 of the whole token, so
 a busy client pays the slow hash once, not per request; a revocation on this hub takes
-effect at once, on another replica within ``RECHECK_SECONDS``. Last use is recorded at most
-once a minute per token. Called by ``hub.auth.guard`` (every request) and the token routes.
+effect at once, on another replica within ``RECHECK_SECONDS``. When the store cannot be
+read (the database is down), a token verified within ``STALE_SECONDS`` is still trusted, so
+the hub keeps serving what it holds in memory (reads, and the 503 of a refused write)
+instead of refusing every caller; a token never verified is refused (503) until the store
+is back. Last use is recorded at most once a minute per token. Called by ``hub.auth.guard``
+(every request) and the token routes.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fuyao.errors import Unauthenticated
+from fuyao.errors import Transient, Unauthenticated
 from fuyao.identity import Role, TokenCreated, TokenRequest, TokenView
 from hub.auth.actor import Identity
 from hub.store.records import ApiTokenRecord
@@ -32,6 +36,7 @@ PREFIX = "fyt_"
 ADMIN_TOKEN_FILE = "admin.token"
 ADMIN_TOKEN_NAME = "admin"
 RECHECK_SECONDS = 5.0        # how long a verified token is trusted before the store is re-read
+STALE_SECONDS = 300.0        # ... and, while the store cannot be read, at most this long
 TOUCH_SECONDS = 60.0         # last-use written at most this often per token
 _SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
 
@@ -124,15 +129,13 @@ class TokenBook:
         now = time.monotonic()
         seen = self._verified.get(key)
         if seen is None or now - seen.checked > RECHECK_SECONDS:
-            token_id, secret = split_token(token)
-            rec = await self.writer.read(self.writer.store.api_token, token_id)
-            if rec is None or not verify_token(secret, rec.token_hash):
-                self._verified.pop(key, None)
-                raise Unauthenticated("bearer token is not valid")
-            seen = _Verified(rec, now, seen.touched if seen else 0.0)
-            if len(self._verified) > 10_000:
-                self._verified.clear()
-            self._verified[key] = seen
+            try:
+                seen = await self._verify(key, token, seen, now)
+            except Transient:
+                if seen is None or now - seen.checked > STALE_SECONDS:
+                    raise
+                log.debug("store unavailable: trusting token %s as verified %.0fs ago",
+                            seen.record.name, now - seen.checked)
         state = token_state(seen.record, datetime.now(UTC))
         if state != "Active":
             raise Unauthenticated(f"token {seen.record.name} is {state.lower()}")
@@ -145,6 +148,20 @@ class TokenBook:
                 log.exception("could not record last use of token %s", seen.record.name)
         rec = seen.record
         return Identity(rec.name, Role(rec.role), tuple(rec.queues), rec.id)
+
+    async def _verify(self, key: str, token: str, seen: _Verified | None,
+                      now: float) -> _Verified:
+        """Read the token's record and check its secret (Transient if the store is down)."""
+        token_id, secret = split_token(token)
+        rec = await self.writer.read(self.writer.store.api_token, token_id)
+        if rec is None or not verify_token(secret, rec.token_hash):
+            self._verified.pop(key, None)
+            raise Unauthenticated("bearer token is not valid")
+        verified = _Verified(rec, now, seen.touched if seen else 0.0)
+        if len(self._verified) > 10_000:
+            self._verified.clear()
+        self._verified[key] = verified
+        return verified
 
     async def ensure_admin(self, home: Path) -> Path | None:
         """On a hub without a live ``admin`` token: create one and write it to

@@ -59,6 +59,7 @@ class Leadership:
         self.url = config.store_url
         self.reads = reads
         self.leading = False
+        self.rebuilt = False      # set by ``Hub.lead`` once its view is rebuilt from the store
         self.lease: Lease | None = None
         self.leader: LeaderInfo | None = None     # last seen leader row
         self.on_lost: Callable[[str], None] = lambda reason: None
@@ -121,9 +122,19 @@ class Leadership:
         """This hub's epoch while it leads."""
         return self.lease.epoch if self.leading and self.lease is not None else None
 
+    @property
+    def serving(self) -> bool:
+        """True once this hub leads *and* has rebuilt its view: between winning the lease
+        and that, agents and writes are refused as by a standby (retry shortly), so an agent
+        is never judged against a half-loaded cluster list."""
+        return self.leading and self.rebuilt
+
     def refusal(self, what: str) -> NotLeader:
         """The 503 a standby answers a write (or an agent) with: who leads, at which epoch."""
         leader = self.leader
+        if self.leading:
+            return NotLeader(f"this hub is taking over (epoch {self.epoch}) and rebuilding "
+                             f"its view; it does not {what} yet: retry shortly", leader)
         if leader is None or leader.api_address is None:
             where = "no leader is known yet; retry shortly"
         else:

@@ -1,6 +1,6 @@
 """Two real hub processes on one PostgreSQL: one leads, the standby serves reads, refuses
 writes with the leader's address and turns agents away to the leader. The takeover when the
-leader is killed mid-batch is fault 3 of ``tests/faults/test_ha_faults.py``."""
+leader is killed mid-batch is fault 3 of ``bench/faultkit`` (run by ``tests/faults``)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from fuyao.errors import InvalidInput
+from fuyao.errors import InvalidInput, Transient
 from hub.api import create_app, create_health_app
 from hub.auth.service import check_auth_mode
 from hub.auth.tokens import hash_token, verify_token
@@ -127,6 +127,27 @@ async def test_expired_token_is_refused(harness: HubHarness) -> None:
     finally:
         tokens_module.datetime = real   # type: ignore[misc]
     assert r.status_code == 401 and "expired" in r.json()["error"]["message"]
+
+
+async def test_a_verified_token_is_trusted_while_the_store_is_down_for_a_bounded_time(
+        harness: HubHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault 8 (PostgreSQL down): the hub keeps serving its view to callers it knows."""
+    import hub.auth.tokens as tokens_module
+    bot = await token(harness, "known", "viewer")
+    stranger = await token(harness, "stranger", "viewer")
+    assert (await bot.get("/api/v1/clusters")).status_code == 200
+    harness.hub.auth.tokens._verified.clear()            # the stranger was never used here
+    assert (await bot.get("/api/v1/clusters")).status_code == 200
+
+    def down(*args: object) -> None:
+        raise Transient("store unavailable (get api token): connection refused")
+    monkeypatch.setattr(harness.hub.store, "api_token", down)
+    monkeypatch.setattr(tokens_module, "RECHECK_SECONDS", 0.0)   # every request re-reads
+    assert (await bot.get("/api/v1/clusters")).status_code == 200
+    r = await stranger.get("/api/v1/clusters")
+    assert r.status_code == 503 and "store unavailable" in r.json()["error"]["message"]
+    monkeypatch.setattr(tokens_module, "STALE_SECONDS", 0.0)     # trusted long enough
+    assert (await bot.get("/api/v1/clusters")).status_code == 503
 
 
 async def test_last_use_is_recorded(harness: HubHarness) -> None:

@@ -17,11 +17,12 @@ from tests.hub.test_agent_channel import ready_agent, task, until
 
 
 @pytest.mark.parametrize(("rate", "interval", "ticks", "want"), [
-    (10.0, 1.0, [0.0], [10]),                    # first tick: one interval's worth
-    (10.0, 0.1, [0.0, 0.1, 0.2], [1, 1, 1]),
-    (10.0, 0.1, [0.0, 5.0], [1, 10]),            # a long gap refills at most 1 s worth
-    (2.5, 1.0, [0.0, 1.0, 2.0], [2, 3, 2]),      # fractions carry over
-    (1000.0, 0.5, [0.0, 0.5], [500, 500]),
+    (10.0, 1.0, [0.0], [10]),                    # first tick: a full bucket, 1 s worth
+    (10.0, 0.1, [0.0, 0.1, 0.2], [10, 1, 1]),    # then one interval's worth per tick
+    (10.0, 0.1, [0.0, 5.0], [10, 10]),           # a long gap refills at most 1 s worth
+    (2.5, 1.0, [0.0, 1.0, 2.0, 3.0], [2, 3, 2, 3]),   # fractions carry over
+    (1000.0, 0.5, [0.0, 0.5], [1000, 500]),
+    (2000.0, 0.1, [0.0, 0.1], [2000, 200]),      # 1,000 lost tasks move in one tick
 ])
 def test_eviction_budget_is_a_token_bucket(rate: float, interval: float, ticks: list[float],
                                            want: list[int]) -> None:
@@ -83,12 +84,13 @@ async def test_eviction_is_rate_limited_per_lost_cluster(tmp_path: Path) -> None
         west = await ready_agent(h, "west", [gpu_node("b-0", "NVIDIA-A100-PCIE-40GB", 8)])
         east = await lost_cluster_with(h, [{"name": f"t{i}", "gpu": 1} for i in range(6)])
         await east.close()
-        first = time.monotonic()
         await west.expect("place", timeout=15)
+        first = time.monotonic()
         for _ in range(5):
             await west.expect("place", timeout=15)
-        # 6 tasks at 2/s: the bucket starts with 0.2 and refills 2 per second.
-        assert time.monotonic() - first >= 2.0
+        # 6 tasks at 2/s: the bucket starts full (2 at once), then refills 2 per second, so
+        # the last 4 wait 2 s (less a tick's rounding).
+        assert time.monotonic() - first >= 1.9
         await west.close()
     finally:
         await stop_harness(h)

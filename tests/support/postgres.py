@@ -69,8 +69,13 @@ class PostgresServer:
         shutil.rmtree(self.datadir, ignore_errors=True)
 
 
-def start_postgres() -> PostgresServer:
-    """``FUYAO_TEST_PG_URL`` if set, else a fresh local server with database ``fuyao_test``."""
+def start_postgres(*, durable: bool = False) -> PostgresServer:
+    """``FUYAO_TEST_PG_URL`` if set, else a fresh local server with database ``fuyao_test``.
+
+    The local server trades durability for speed (``fsync``, ``synchronous_commit`` and
+    ``full_page_writes`` off): a halt (``-m immediate``, a crash) may then lose the last
+    commits it acknowledged. ``durable``: a careful database's settings instead (the
+    defaults, all on), for a test that crashes the server and counts what was lost."""
     external = os.environ.get(ENV_URL)
     if external:
         _check_reachable(external)
@@ -85,8 +90,9 @@ def start_postgres() -> PostgresServer:
         _run(_as_user(user, [_tool("initdb"), "-D", str(tmp / "data"), "--auth=trust",
                              "-U", "postgres", "-E", "UTF8", "--no-sync"]))
         port = free_port()
-        options = (f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off")
+        options = f"-k {tmp} -p {port} -c listen_addresses=127.0.0.1"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         server.options = options
         _run(_as_user(user, [_tool("pg_ctl"), "-D", str(tmp / "data"), "-o", options,
                              "-l", str(tmp / "server.log"), "-w", "-t", "30", "start"]),
