@@ -203,9 +203,16 @@ def summarize(args: argparse.Namespace, saved: Saved, started: float) -> dict[st
     if args.plot:
         from hub.planning.simulate.plot import plot_curves
 
-        curves = [{"policy": f"K={r['clusters']} {r['policy']}", "curve": r["curve"],
-                   "gpu_allocation_pct": r["alloc_pct"][str(args.points[-1])] or 0.0}
+        last = args.points[-1]
+        curves = [{"policy": f"K={r['clusters']} {r['policy']}"
+                             + (f" {r['split']}" if r["split"] != "round-robin" else "")
+                             + (f" h={r['headroom']:g}" if r["headroom"] else ""),
+                   "curve": r["curve"], "gpu_allocation_pct": r["alloc_pct"][str(last)] or 0.0}
                   for r in out["runs"]]
+        paper = fgd_baselines(Path(args.fgd), out["pods"], range(last + 1))
+        curves += [{"policy": f"paper {name} (single pool)", "curve": paper[name],
+                    "gpu_allocation_pct": paper[name].get(last, 0.0)}
+                   for name in ("BestFit", "FGD") if name in paper]
         plot_curves(curves, Path(args.plot), f"{out['pods']}, mean of seeds "
                     f"{_seeds(seeds)}")
     return out
