@@ -9,11 +9,14 @@ here) with the nodes split into K member clusters, for every policy: ``default``
 ``static-weight`` and ``dynamic-weight`` (best-fit members). K=1 runs once per member
 policy (nothing to choose between clusters). It prints the allocation at 50/80/90/100%
 arrived, mean over seeds, beside the FGD authors' figures for the same pod list, and each
-run's ratio to their BestFit and FGD.
+run's ratio to their BestFit and FGD. ``--save`` appends every run to a JSON-lines file as
+it ends (a sweep cut off keeps its runs); ``--load`` summarizes such files without running.
 
     .venv/bin/python bench/trace_quality.py                      # K=1,2,4,8, seeds 42-51
     .venv/bin/python bench/trace_quality.py --pods-all --seeds 42-44 --plot docs/x.png
     .venv/bin/python bench/trace_quality.py --quick --json       # CI size
+    .venv/bin/python bench/trace_quality.py --seeds 42 --save runs.jsonl   # each run kept
+    .venv/bin/python bench/trace_quality.py --load runs.jsonl --markdown --plot docs/x.png
 
 Headroom defaults to 0: the FGD experiment keeps no failover reserve.
 """
