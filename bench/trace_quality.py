@@ -306,8 +306,9 @@ def markdown(out: dict[str, Any]) -> str:
                      + "".join(f" {_md(by.get(str(p)))} |" for p in points) + " | | | | |")
     for r in out["runs"]:
         lines.append(
-            f"| this | {r['clusters']} | {r['policy']} | {r['member_policy']} | {r['split']} "
-            f"| {_seeds(r['seeds'])} |"
+            f"| this | {r['clusters']} | {r['policy']} | {r['member_policy']} | {r['split']}"
+            + (f", headroom {r['headroom']:g}" if r["headroom"] else "")
+            + f" | {_seeds(r['seeds'])} |"
             + "".join(f" {_md(r['alloc_pct'][str(p)])} |" for p in points)
             + f" {_md(r[f'alloc_{points[-1]}_sd'])} | {_md(r['fragmentation_pct'])} |"
             + f" {r['no_cluster']:.0f} | {_ratio(r['vs_BestFit'])} | {_ratio(r['vs_FGD'])} |")

@@ -62,3 +62,21 @@ def test_fgd_hub_chooses_the_cluster_whose_node_fragments_least(nodes: list[Node
     assert report["tasks_unplaced"] == 0
     assert report["clusters"]["with-b"]["tasks_placed"] == 8    # the share and seven cards
     assert report["member_chose_other_gpu_node"] == 0
+
+
+def test_fgd_keeps_the_headroom_reserve_on_the_model_it_would_have_chosen(
+        tmp_path: Path) -> None:
+    # A one-card T4 node looks best to FGD (it fills up), but one card is all of that
+    # model's capacity: the 25% reserve forbids it. The G2 node's four cards take three
+    # tasks and keep the fourth as the reserve.
+    path = tmp_path / "nodes.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                    "a,32000,131072,1,T4\nb,32000,131072,4,G2\n")
+    cluster = SimCluster("c", tuple(load_nodes(str(path))), headroom=0.25)
+    work = [SimTask(f"card-{i}", TaskRequests(1000, 1024, 1000, 0, 1), parse_selector(""))
+            for i in range(4)]
+    for name in ("fgd", "default"):
+        report = simulate([cluster], work, policy(name), order=work, mix=workload_mix(work))
+        assert report["tasks_placed"] == 3, name                  # the fourth: the reserve
+        assert report["clusters"]["c"]["gpus"] == 5
+        assert report["gpu_allocated_final_pct"] == 60.0, name    # three of five cards
