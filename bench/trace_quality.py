@@ -184,7 +184,7 @@ def load_runs(paths: Sequence[str]) -> Saved:
                 raise InvalidInput(f"{name}:{number}: not a saved run ({exc})") from exc
     if not per_case:
         raise InvalidInput("--load: no saved runs")
-    return Saved(meta, {c: list(by.values()) for c, by in per_case.items()})
+    return Saved(meta, {c: [by[s] for s in sorted(by)] for c, by in per_case.items()})
 
 
 def summarize(args: argparse.Namespace, saved: Saved, started: float) -> dict[str, Any]:
@@ -209,7 +209,9 @@ def summarize(args: argparse.Namespace, saved: Saved, started: float) -> dict[st
         last = args.points[-1]
         curves = [{"policy": f"K={r['clusters']} {r['policy']}"
                              + (f" {r['split']}" if r["split"] != "round-robin" else "")
-                             + (f" h={r['headroom']:g}" if r["headroom"] else ""),
+                             + (f" h={r['headroom']:g}" if r["headroom"] else "")
+                             + (f" (seeds {_seeds(r['seeds'])})" if r["seeds"] != seeds
+                                else ""),
                    "curve": r["curve"], "gpu_allocation_pct": r["alloc_pct"][str(last)] or 0.0}
                   for r in out["runs"]]
         paper = fgd_baselines(Path(args.fgd), out["pods"], range(last + 1))
@@ -217,7 +219,7 @@ def summarize(args: argparse.Namespace, saved: Saved, started: float) -> dict[st
                     "gpu_allocation_pct": paper[name].get(last, 0.0)}
                    for name in ("BestFit", "FGD") if name in paper]
         plot_curves(curves, Path(args.plot), f"{out['pods']}, mean of seeds "
-                    f"{_seeds(seeds)}")
+                    f"{_seeds(seeds)} unless the label says")
     return out
 
 
