@@ -9,11 +9,14 @@ here) with the nodes split into K member clusters, for every policy: ``default``
 ``static-weight`` and ``dynamic-weight`` (best-fit members). K=1 runs once per member
 policy (nothing to choose between clusters). It prints the allocation at 50/80/90/100%
 arrived, mean over seeds, beside the FGD authors' figures for the same pod list, and each
-run's ratio to their BestFit and FGD.
+run's ratio to their BestFit and FGD. ``--save`` appends every run to a JSON-lines file as
+it ends (a sweep cut off keeps its runs); ``--load`` summarizes such files without running.
 
     .venv/bin/python bench/trace_quality.py                      # K=1,2,4,8, seeds 42-51
     .venv/bin/python bench/trace_quality.py --pods-all --seeds 42-44 --plot docs/x.png
     .venv/bin/python bench/trace_quality.py --quick --json       # CI size
+    .venv/bin/python bench/trace_quality.py --seeds 42 --save runs.jsonl   # each run kept
+    .venv/bin/python bench/trace_quality.py --load runs.jsonl --markdown --plot docs/x.png
 
 Headroom defaults to 0: the FGD experiment keeps no failover reserve.
 """
@@ -104,8 +107,10 @@ def cases_for(args: argparse.Namespace) -> list[Case]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every case over every seed; the summary the CLI prints."""
+    """Every case over every seed (or the runs ``--load`` names); the summary the CLI prints."""
     started = time.monotonic()
+    if args.load:
+        return summarize(args, load_runs(args.load), started)
     nodes = load_nodes(args.nodes)
     raw_models = {n.name: n.labels.get("nvidia.com/gpu.product", "")
                   for n in load_fleet(args.nodes).nodes}
@@ -124,28 +129,97 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report = simulate(clusters, tasks, policy(case.policy), seed=seed,
                               arrival=args.until / 100.0, order=order, mix=mix)
             per_case[case].append(report)
+            if args.save:
+                save_run(Path(args.save), case, Path(args.pods).stem, len(nodes), capacity,
+                         len(tasks), mismatched, report)
             if not args.json:
                 print(f"  seed {seed} K={case.clusters} {case.policy} h={case.headroom:g} "
                       f"{case.split}: {report['gpu_allocation_pct']:.2f}% at {args.until:g}% "
                       f"({report['seconds']:.1f} s)", file=sys.stderr)
-    fgd = fgd_baselines(Path(args.fgd), Path(args.pods).stem, args.points)
+    meta = {"pods": Path(args.pods).stem, "nodes": len(nodes), "gpus": capacity // 1000,
+            "tasks_in_trace": len(tasks), "gpu_spec_mismatched_tasks": mismatched}
+    return summarize(args, Saved(meta, per_case), started)
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """Reports per case (one per seed) and the workload they ran on."""
+
+    meta: dict[str, Any]
+    per_case: dict[Case, list[dict[str, Any]]]
+
+
+def save_run(path: Path, case: Case, pods: str, nodes: int, capacity: int, tasks: int,
+             mismatched: int, report: dict[str, Any]) -> None:
+    """Append one run as a JSON line, as soon as it ends (a cut-off sweep keeps its runs)."""
+    line = {"case": [case.clusters, case.policy, case.headroom, case.split],
+            "meta": {"pods": pods, "nodes": nodes, "gpus": capacity // 1000,
+                     "tasks_in_trace": tasks, "gpu_spec_mismatched_tasks": mismatched},
+            "report": {k: v for k, v in report.items() if k != "clusters"}}
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def load_runs(paths: Sequence[str]) -> Saved:
+    """Runs written by ``--save`` (one pod list; a case's seeds in file order, repeats dropped)."""
+    meta: dict[str, Any] = {}
+    per_case: dict[Case, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for name in paths:
+        try:
+            lines = Path(name).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise InvalidInput(f"{name}: cannot read saved runs: {exc.strerror or exc}") from exc
+        for number, text in enumerate(lines, 1):
+            try:
+                line = json.loads(text)
+                case = Case(int(line["case"][0]), str(line["case"][1]),
+                            float(line["case"][2]), str(line["case"][3]))
+                report = line["report"]
+                if meta and line["meta"]["pods"] != meta["pods"]:
+                    raise InvalidInput(f"{name}:{number}: pod list {line['meta']['pods']} "
+                                       f"differs from {meta['pods']}")
+                meta = meta or line["meta"]
+                per_case[case].setdefault(int(report["seed"]), report)
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise InvalidInput(f"{name}:{number}: not a saved run ({exc})") from exc
+    if not per_case:
+        raise InvalidInput("--load: no saved runs")
+    return Saved(meta, {c: [by[s] for s in sorted(by)] for c, by in per_case.items()})
+
+
+def summarize(args: argparse.Namespace, saved: Saved, started: float) -> dict[str, Any]:
+    """The summary of every case's reports beside the FGD figures of the same pod list."""
+    seeds = sorted({int(r["seed"]) for rs in saved.per_case.values() for r in rs})
+    fgd = fgd_baselines(Path(args.fgd), saved.meta["pods"], args.points)
     out = {
-        "pods": Path(args.pods).stem, "nodes": len(nodes), "gpus": capacity // 1000,
-        "tasks_in_trace": len(tasks), "seeds": args.seeds, "until_pct": args.until,
-        "points": args.points, "gpu_spec_mismatched_tasks": mismatched,
+        **saved.meta, "seeds": seeds, "until_pct": args.until, "points": args.points,
         "fgd_single_pool": {p: {str(k): round(v, 2) for k, v in by.items()}
                             for p, by in fgd.items()},
-        "runs": [_summary(c, per_case[c], args.points, fgd) for c in cases],
+        "runs": [_summary(c, rs, args.points, fgd) for c, rs in sorted(
+            saved.per_case.items(), key=lambda item: (item[0].split, item[0].headroom,
+                                                      item[0].clusters,
+                                                      POLICY_NAMES.index(item[0].policy)
+                                                      if item[0].policy in POLICY_NAMES
+                                                      else len(POLICY_NAMES)))],
         "seconds": round(time.monotonic() - started, 1),
     }
     if args.plot:
         from hub.planning.simulate.plot import plot_curves
 
-        curves = [{"policy": f"K={r['clusters']} {r['policy']}", "curve": r["curve"],
-                   "gpu_allocation_pct": r["alloc_pct"][str(args.points[-1])] or 0.0}
+        last = args.points[-1]
+        curves = [{"policy": f"K={r['clusters']} {r['policy']}"
+                             + (f" {r['split']}" if r["split"] != "round-robin" else "")
+                             + (f" h={r['headroom']:g}" if r["headroom"] else "")
+                             + (f" (seeds {_seeds(r['seeds'])})" if r["seeds"] != seeds
+                                else ""),
+                   "curve": r["curve"], "gpu_allocation_pct": r["alloc_pct"][str(last)] or 0.0}
                   for r in out["runs"]]
+        paper = fgd_baselines(Path(args.fgd), out["pods"], range(last + 1))
+        curves += [{"policy": f"paper {name} (single pool)", "curve": paper[name],
+                    "gpu_allocation_pct": paper[name].get(last, 0.0)}
+                   for name in ("BestFit", "FGD") if name in paper]
         plot_curves(curves, Path(args.plot), f"{out['pods']}, mean of seeds "
-                    f"{_seeds(args.seeds)}")
+                    f"{_seeds(seeds)} unless the label says")
     return out
 
 
@@ -161,7 +235,8 @@ def _summary(case: Case, reports: list[dict[str, Any]], points: Sequence[int],
     curve = {str(p): _mean([at(r, p) for r in reports]) for p in range(top + 1)}
     out: dict[str, Any] = {
         "clusters": case.clusters, "policy": case.policy, "headroom": case.headroom,
-        "split": case.split, "member_policy": reports[0]["member_policy"], "alloc_pct": alloc,
+        "split": case.split, "seeds": [int(r["seed"]) for r in reports],
+        "member_policy": reports[0]["member_policy"], "alloc_pct": alloc,
         f"alloc_{points[-1]}_by_seed": [_round(at(r, points[-1])) for r in reports],
         f"alloc_{points[-1]}_sd": _sd([at(r, points[-1]) for r in reports]),
         "fragmentation_pct": _mean([float(r["fragmentation_pct"]) for r in reports]),
@@ -226,14 +301,16 @@ def markdown(out: dict[str, Any]) -> str:
     rule = "---|" * len(points)
     lines = [f"`{out['pods']}`: {out['nodes']} nodes, {out['gpus']} GPUs, seeds "
              f"{_seeds(out['seeds'])}; GPU allocation % at arrived workload %", "",
-             f"| | K | policy | members | split |{head} sd | frag % | no-cluster | / BestFit "
-             f"| / FGD |", f"|---|---|---|---|---|{rule}---|---|---|---|---|"]
+             f"| | K | policy | members | split | seeds |{head} sd | frag % | no-cluster "
+             f"| / BestFit | / FGD |", f"|---|---|---|---|---|---|{rule}---|---|---|---|---|"]
     for name, by in out["fgd_single_pool"].items():
-        lines.append(f"| FGD paper | 1 | {name} | - | - |"
+        lines.append(f"| FGD paper | 1 | {name} | - | - | 42-51 |"
                      + "".join(f" {_md(by.get(str(p)))} |" for p in points) + " | | | | |")
     for r in out["runs"]:
         lines.append(
-            f"| this | {r['clusters']} | {r['policy']} | {r['member_policy']} | {r['split']} |"
+            f"| this | {r['clusters']} | {r['policy']} | {r['member_policy']} | {r['split']}"
+            + (f", headroom {r['headroom']:g}" if r["headroom"] else "")
+            + f" | {_seeds(r['seeds'])} |"
             + "".join(f" {_md(r['alloc_pct'][str(p)])} |" for p in points)
             + f" {_md(r[f'alloc_{points[-1]}_sd'])} | {_md(r['fragmentation_pct'])} |"
             + f" {r['no_cluster']:.0f} | {_ratio(r['vs_BestFit'])} | {_ratio(r['vs_FGD'])} |")
@@ -308,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", help="write allocation vs arrival (mean curves) to FILE.png")
     parser.add_argument("--quick", action="store_true",
                         help=f"CI size: the first {QUICK_NODES} nodes; seed 42, K=1,4 unless given")
+    parser.add_argument("--save", help="append each run to FILE.jsonl as it ends")
+    parser.add_argument("--load", nargs="+", metavar="FILE",
+                        help="summarize runs saved with --save instead of running")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     args = parser.parse_args(argv)

@@ -10,7 +10,9 @@ FGD places each task where that sum grows least (the fragmentation *gradient*).
 Shared ground: the member's ``fgd`` node policy (``fuyao.nodescheduler``) and the hub's
 ``Fragmentation`` placement plugin (``hub.placement.plugins.fragmentation``) both call
 ``ShapeMix.best``, so the cluster the hub picks holds the node the member will bind. The
-capacity views read ``ShapeMix.fragment`` for stranded GPUs.
+capacity view (``hub.planning.fragmentation``: per model, with selectors, device memory and
+the hub's own fit check) and ``ShapeMix`` share the per-device rule, ``too_small``; the
+simulator reports ``ShapeMix.fragment`` as the fragmentation of what is left free.
 
 Cost: a node's fragmentation depends on its cpu and memory only through "at least shape s's
 demand", so values are memoized by (cpu rank, memory rank, sorted free shares); a fleet has
@@ -116,14 +118,10 @@ class ShapeMix:
         if total:
             full = frees.count(WHOLE)
             for cpu_at, mem_at, milli, cards, weight in self._rows:
-                if cpu_at >= cpu_rank or mem_at >= mem_rank:
-                    value += weight * total            # the node cannot host the shape at all
-                elif milli < WHOLE:
-                    value += weight * sum(f for f in frees if f < milli)
-                elif full >= cards:
-                    value += weight * (total - full * WHOLE)
-                else:
-                    value += weight * total
+                fits = cpu_at < cpu_rank and mem_at < mem_rank and (milli < WHOLE
+                                                                    or full >= cards)
+                value += weight * (sum(f for f in frees if too_small(f, milli)) if fits
+                                   else total)
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
         self._memo[state] = value
@@ -165,6 +163,14 @@ class ShapeMix:
             if best is None or delta < best[0]:
                 best = (delta, (i,))
         return best
+
+
+def too_small(free_milli: int, gpu_milli: int) -> bool:
+    """FGD's rule for one device: ``free_milli`` left on it cannot serve a replica asking
+    ``gpu_milli`` (whole cards need a wholly free card, a share at least its share). Both
+    fragmentation measures apply it: ``ShapeMix`` and the capacity view's
+    ``hub.planning.fragmentation``."""
+    return free_milli < min(gpu_milli, WHOLE)
 
 
 DEFAULT_MIX = ShapeMix([

@@ -11,8 +11,9 @@ Per node and shape (FGD, Weng et al., ATC'23): if one replica of the shape canno
 node - its labels miss the shape's selector, or the fit code (``plan_holds``, what a
 reservation checks) finds no room for cpu, memory, pods or devices - all the node's free
 device capacity is a fragment for that shape; if it can, the fragments are the devices
-whose free share is too small for it (a partly used card, for a whole-card shape; a card
-with less free than the share, for a shared shape). The node's fragmentation is the
+whose free share is too small for it (``fuyao.fragmentation.too_small``, the rule the
+placement measure ``ShapeMix`` applies too: a partly used card, for a whole-card shape; a
+card with less free than the share, for a shared shape). The node's fragmentation is the
 shape-weighted mean; ``fragmented_devices`` sums it per device model for one cluster.
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from fuyao.capacity import MAX_SHAPES, Shape
 from fuyao.errors import Conflict
+from fuyao.fragmentation import too_small
 from fuyao.selector import Selector, parse_selector
 from fuyao.spec import TaskRequests, TaskSpec
 from hub.fleet import WHOLE, ClusterInfo, NodeState
@@ -91,8 +93,7 @@ def _node_fragments(cluster: ClusterInfo, node: NodeState, shape: WeightedShape)
         free = dev_free.get(dev.id, 0)
         if free <= 0:
             continue
-        too_small = (free < WHOLE if want >= WHOLE else free < want)
-        if not fits or too_small or dev.memory_mib < shape.requests.gpu_memory_mib:
+        if not fits or too_small(free, want) or dev.memory_mib < shape.requests.gpu_memory_mib:
             out[dev.model] += free
     return out
 

@@ -80,3 +80,44 @@ def test_sharing_mix_turns_whole_gpu_pods_into_the_lists_own_shares() -> None:
     assert [r[0] for r in after] == [r[0] for r in before]              # names kept
     untouched = [i for i in range(len(before)) if i not in changed]
     assert all(after[i] == before[i] for i in untouched)
+
+
+def test_saved_runs_summarize_to_the_same_table_as_the_live_run(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["--nodes", str(files["nodes"]), "--pods", str(files["pods"]),
+              "--fgd", str(files["fgd"]), "--clusters", "1,2", "--policies", "fgd", "--json"]
+    saved = tmp_path / "runs.jsonl"
+    assert trace_quality.main([*common, "--seeds", "42", "--save", str(saved)]) == 0
+    assert trace_quality.main([*common, "--seeds", "42-43", "--save", str(saved)]) == 0
+    capsys.readouterr()
+    assert trace_quality.main([*common, "--seeds", "42-43"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert trace_quality.main(["--fgd", str(files["fgd"]), "--json", "--load", str(saved)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert len(saved.read_text().splitlines()) == 6     # seed 42 saved twice: kept once
+    for key in ("pods", "gpus", "seeds", "fgd_single_pool"):
+        assert got[key] == want[key]
+    strip = ("seconds_per_run",)
+    assert [{k: v for k, v in r.items() if k not in strip} for r in got["runs"]] == \
+        [{k: v for k, v in r.items() if k not in strip} for r in want["runs"]]
+
+
+def test_load_refuses_a_file_that_is_not_saved_runs(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"case": [1]}\n')
+    assert trace_quality.main(["--fgd", str(files["fgd"]), "--load", str(bad)]) == 2
+    assert "bad.jsonl:1: not a saved run" in capsys.readouterr().err
+
+
+def test_sharing_mix_can_target_a_share_of_all_gpu_pods() -> None:
+    import sharing_mix
+
+    text = pods_csv(100)
+    heavy = sharing_mix.sharing_heavy(text, 0.7, seed=1, of_gpu_tasks=True)
+    rows = [line.split(",") for line in heavy.splitlines()[1:]]
+    gpu = [r for r in rows if int(r[3]) > 0]
+    shared = [r for r in gpu if r[3] == "1" and int(r[4]) < 1000]
+    assert len(shared) == round(0.7 * len(gpu))
+    with pytest.raises(SystemExit, match="reachable"):
+        sharing_mix.sharing_heavy(text, 1.0, seed=1, of_gpu_tasks=True)   # gangs stay whole

@@ -6,8 +6,11 @@ expected task shapes (a ``ShapeMix``) would grow, and the cluster is as good as 
 node. The filter records that node (and its model) as the cluster's fit in the
 ``CycleState``, so the reservation, Headroom's check and the model pinned for the member
 follow it, and a member running the ``fgd`` node policy - the same function - binds there.
-It never rejects: NodeFit does. The score's raw value is the growth (lower is better);
-``normalize`` maps the best feasible cluster to 100 and the worst to 0.
+It never rejects: NodeFit does. With a headroom reserve, only nodes of a model the replica
+leaves outside its reserve are chosen (the ``Headroom`` filter checks the fit's model and
+would otherwise reject the cluster although another model has room); failover and
+high-priority tasks may use the reserve, as there. The score's raw value is the growth
+(lower is better); ``normalize`` maps the best feasible cluster to 100 and the worst to 0.
 
 Gangs (several replicas) and CPU-only tasks are left to NodeFit's fit and score neutral.
 A node's answer is kept while its ``NodeState`` (rebuilt on every change) stays the same.
@@ -46,14 +49,14 @@ _TABLES_KEPT = 4096
 
 
 class _Table:
-    """One (cluster, request shape)'s node entries: what was judged, and a min-heap."""
+    """One (cluster, request shape)'s node entries: what was judged, a min-heap per model."""
 
-    __slots__ = ("current", "heap", "seen")
+    __slots__ = ("current", "heaps", "seen")
 
     def __init__(self) -> None:
         self.seen: dict[str, NodeState] = {}
         self.current: dict[str, Entry | None] = {}
-        self.heap: list[Entry] = []
+        self.heaps: dict[str | None, list[Entry]] = {}
 
 
 class Fragmentation:
@@ -62,7 +65,7 @@ class Fragmentation:
     name: ClassVar[str] = NAME
 
     def __init__(self, handle: Handle, mix: ShapeMix | None = None) -> None:
-        del handle
+        self._threshold = handle.headroom_priority
         self.mix = mix or DEFAULT_MIX
         self._decision: CycleState | None = None
         self._growth: dict[str, float] = {}
@@ -76,7 +79,10 @@ class Fragmentation:
         r = req.requests
         if not r.gpu_milli or r.replicas != 1:
             return SUCCESS
-        best = self._best(cluster, req)
+        tops = self._best(cluster, req)
+        exempt = req.failover or req.priority >= self._threshold or cluster.headroom <= 0
+        best = min((e for e in tops if exempt or _within_reserve(cluster, e[3], r)),
+                   default=None)
         if best is not None:
             self._growth[cluster.name] = best[0]
             ctx.fits[cluster.name] = Fit((best[2],), best[3])
@@ -101,12 +107,12 @@ class Fragmentation:
         scores[:] = [min(MAX_SCORE, max(MIN_SCORE, MAX_SCORE * (high - s) / span))
                      for s in scores]
 
-    def _best(self, cluster: ClusterInfo, req: PlacementRequest) -> Entry | None:
-        """The cluster's least-fragmenting node for this request shape.
+    def _best(self, cluster: ClusterInfo, req: PlacementRequest) -> list[Entry]:
+        """The cluster's least-fragmenting node of each device model, for this request shape.
 
-        A ``_Table`` per (cluster, shape) keeps every node's entry in a heap; only nodes whose
-        ``NodeState`` changed since the table last looked are judged again (entries of
-        changed or removed nodes are dropped lazily when they reach the top).
+        A ``_Table`` per (cluster, shape) keeps every node's entry in a heap per model; only
+        nodes whose ``NodeState`` changed since the table last looked are judged again
+        (entries of changed or removed nodes are dropped lazily when they reach the top).
         """
         key = (cluster.name, req.selector_key, req.requests)
         table = self._tables.get(key)
@@ -114,7 +120,7 @@ class Fragmentation:
             if len(self._tables) >= _TABLES_KEPT:
                 self._tables.clear()
             table = self._tables[key] = _Table()
-        seen, current, heap = table.seen, table.current, table.heap
+        seen, current, heaps = table.seen, table.current, table.heaps
         found = cluster.matching(req.selector, req.selector_key)
         for group in found.groups:
             for name, node in group.nodes.items():
@@ -127,17 +133,24 @@ class Fragmentation:
                 entry = None if answer is None else (answer[0], answer[1], name, answer[2])
                 current[name] = entry
                 if entry is not None:
-                    heapq.heappush(heap, entry)
-        if len(heap) > 4 * len(current) + 64:   # mostly stale entries: rebuild
-            heap[:] = [e for e in current.values() if e is not None]
-            heapq.heapify(heap)
-        while heap:
-            top = heap[0]
-            name = top[2]
-            if current.get(name) == top and cluster.node(name) is seen.get(name):
-                return top
-            heapq.heappop(heap)
-        return None
+                    heapq.heappush(heaps.setdefault(entry[3], []), entry)
+        if sum(map(len, heaps.values())) > 4 * len(current) + 64:   # mostly stale: rebuild
+            heaps.clear()
+            for e in current.values():
+                if e is not None:
+                    heaps.setdefault(e[3], []).append(e)
+            for heap in heaps.values():
+                heapq.heapify(heap)
+        tops: list[Entry] = []
+        for heap in heaps.values():
+            while heap:
+                top = heap[0]
+                name = top[2]
+                if current.get(name) == top and cluster.node(name) is seen.get(name):
+                    tops.append(top)
+                    break
+                heapq.heappop(heap)
+        return tops
 
     def _answer(self, node: NodeState, r: TaskRequests) -> NodeAnswer:
         """One node's growth for this request shape, kept while the node is unchanged; ties
@@ -168,3 +181,12 @@ class Fragmentation:
             models[found[1][0]])
         kept[1][key] = answer
         return answer
+
+
+def _within_reserve(cluster: ClusterInfo, model: str | None, r: TaskRequests) -> bool:
+    """Would one replica on ``model`` leave that model's headroom reserve free (what the
+    ``Headroom`` filter checks for the fit's model)?"""
+    if model is None:
+        return True
+    total, used = cluster.device_milli(model)
+    return total > 0 and (total - used - r.gpu_milli) / total >= cluster.headroom - 1e-9

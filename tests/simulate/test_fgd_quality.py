@@ -1,0 +1,82 @@
+"""The ``fgd`` policy places better than best-fit where the fragmentation choice matters.
+
+A hand-built fleet: node ``a`` (2 whole cards, little cpu) and node ``b`` (8 cards, one of
+them half used). A half-card share arrives, then nine one-card tasks. Best-fit puts the
+share on ``a`` (the node left fullest by cpu and GPU fraction) and splits a whole card, so
+only eight whole cards remain; FGD puts it on ``b``'s half-used card (fragmentation drops)
+and all nine fit. Checked as a single pool (the member's choice) and split into two
+clusters (the hub's ``Fragmentation`` cluster choice must find ``b``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fuyao.inventory import NodeInfo
+from fuyao.selector import parse_selector
+from fuyao.spec import TaskRequests
+from hub.planning.simulate import SimCluster, SimTask, load_nodes, policy, simulate
+from hub.planning.simulate.run import workload_mix
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> list[NodeInfo]:
+    path = tmp_path / "nodes.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                    "a,4000,65536,2,G2\nb,64000,262144,8,G2\n")
+    a, b = load_nodes(str(path))
+    half = replace(b.devices[0], free_milli=500)
+    return [a, replace(b, devices=(half, *b.devices[1:]))]
+
+
+def tasks() -> list[SimTask]:
+    anywhere = parse_selector("")
+    share = SimTask("share", TaskRequests(1000, 1024, 500, 0, 1), anywhere)
+    whole = [SimTask(f"card-{i}", TaskRequests(1000, 1024, 1000, 0, 1), anywhere)
+             for i in range(9)]
+    return [share, *whole]
+
+
+def run(clusters: list[SimCluster], name: str) -> dict[str, object]:
+    work = tasks()
+    return simulate(clusters, work, policy(name), order=work, mix=workload_mix(work))
+
+
+@pytest.mark.parametrize("name", ["default", "random", "static-weight", "dynamic-weight"])
+def test_fgd_single_pool_fits_every_task_where_best_fit_strands_a_card(
+        nodes: list[NodeInfo], name: str) -> None:
+    pool = [SimCluster("pool", tuple(nodes))]
+    fgd, best_fit = run(pool, "fgd"), run(pool, name)
+    assert fgd["tasks_unplaced"] == 0
+    assert best_fit["tasks_unplaced"] == 1                     # one card task found no card
+    assert fgd["gpu_allocated_final_pct"] == 100.0             # 500 + 500 + 9 x 1000 of 10 cards
+    assert best_fit["gpu_allocated_final_pct"] == 90.0
+
+
+def test_fgd_hub_chooses_the_cluster_whose_node_fragments_least(nodes: list[NodeInfo]) -> None:
+    split = [SimCluster("with-a", (nodes[0],)), SimCluster("with-b", (nodes[1],))]
+    report = run(split, "fgd")
+    assert report["tasks_unplaced"] == 0
+    assert report["clusters"]["with-b"]["tasks_placed"] == 8    # the share and seven cards
+    assert report["member_chose_other_gpu_node"] == 0
+
+
+def test_fgd_keeps_the_headroom_reserve_on_the_model_it_would_have_chosen(
+        tmp_path: Path) -> None:
+    # A one-card T4 node looks best to FGD (it fills up), but one card is all of that
+    # model's capacity: the 25% reserve forbids it. The G2 node's four cards take three
+    # tasks and keep the fourth as the reserve.
+    path = tmp_path / "nodes.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                    "a,32000,131072,1,T4\nb,32000,131072,4,G2\n")
+    cluster = SimCluster("c", tuple(load_nodes(str(path))), headroom=0.25)
+    work = [SimTask(f"card-{i}", TaskRequests(1000, 1024, 1000, 0, 1), parse_selector(""))
+            for i in range(4)]
+    for name in ("fgd", "default"):
+        report = simulate([cluster], work, policy(name), order=work, mix=workload_mix(work))
+        assert report["tasks_placed"] == 3, name                  # the fourth: the reserve
+        assert report["clusters"]["c"]["gpus"] == 5
+        assert report["gpu_allocated_final_pct"] == 60.0, name    # three of five cards
