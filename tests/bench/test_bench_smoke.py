@@ -46,6 +46,8 @@ def test_placement_bench_runs_with_its_baseline() -> None:
     assert result["baseline_naive_scan"]["decisions_per_s"] > 0
     assert result["disagreements_with_uncached"] == 0
     assert result["disagreements_with_baseline"] == 0
+    assert result["baseline_numpy_scan"]["decisions"] == result["decisions"]
+    assert result["disagreements_with_numpy"] == 0 and result["engine_vs_numpy"] > 0
 
 
 def test_memory_bench_reports_the_fleet_and_its_reports_apart() -> None:
