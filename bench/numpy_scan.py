@@ -54,8 +54,8 @@ class NumpyScan:
         self.headroom_priority = headroom_priority
         clusters = fleet.ordered
         self.names = [c.name for c in clusters]
-        self.models = sorted({d.model for c in clusters for n in c.nodes()
-                              for d in n.info.devices})
+        self.models = sorted({model for c in clusters for n in c.nodes()
+                              for model, _ in n.classes})
         self._model_id = {m: i for i, m in enumerate(self.models)}
         states = [(ci, n) for ci, c in enumerate(clusters) for n in c.nodes()]
         count = len(states)
@@ -106,24 +106,23 @@ class NumpyScan:
         self._sums(self._position[cluster])
 
     def _write(self, i: int, state: NodeState) -> None:
-        alloc = state.info.allocatable
+        alloc = state.alloc
         self.alloc_cpu[i], self.alloc_mem[i] = alloc.cpu_milli, alloc.memory_mib
         self.cpu[i], self.mem[i], self.pods[i] = state.cpu, state.mem, state.pods
         self.sched[i] = state.schedulable
-        self.plain[i] = not state.info.devices
+        self.plain[i] = not state.classes
         key = frozenset(kv for kv in state.labels.items() if kv[0] not in PER_NODE_LABEL_KEYS)
         label = self._label_sets.setdefault(key, len(self._label_sets))
         if label != self.label_id[i]:
             self.label_id[i] = label
             self._masks.clear()
-        free = state.dev_free
         self.dev_model[i], self.dev_mem[i], self.dev_free[i], self.model_mem[i] = -1, 0, 0, -1
-        for slot, dev in enumerate(state.info.devices):
-            m = self._model_id[dev.model]
-            self.model_mem[i, m] = max(self.model_mem[i, m], dev.memory_mib)
-            self.dev_model[i, slot] = self._model_id[dev.model]
-            self.dev_mem[i, slot] = dev.memory_mib
-            self.dev_free[i, slot] = free[dev.id]
+        devices = [(model, memory, free) for (model, memory), slot in state.classes.items()
+                   for free in slot.frees]
+        for slot, (model, memory, free) in enumerate(devices):
+            m = self._model_id[model]
+            self.model_mem[i, m] = max(self.model_mem[i, m], memory)
+            self.dev_model[i, slot], self.dev_mem[i, slot], self.dev_free[i, slot] = m, memory, free
 
     def _sums(self, ci: int) -> None:
         c = self.fleet.ordered[ci]

@@ -26,7 +26,7 @@ import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from numpy_scan import NumpyScan  # beside this script
@@ -195,14 +195,10 @@ def _tightest_left(cluster: ClusterInfo, req: PlacementRequest) -> dict[str | No
             continue
         free_cards: dict[str, int] = {}
         partial: dict[str, int] = {}
-        dev_free = node.dev_free
-        for dev in node.info.devices:
-            if dev.memory_mib < r.gpu_memory_mib:
-                continue
-            free = dev_free[dev.id]
+        for model, free in _devices(node, r):
             if 0 < free < 1000:
-                partial[dev.model] = max(partial.get(dev.model, 0), free)
-            free_cards[dev.model] = free_cards.get(dev.model, 0) + (free >= 1000)
+                partial[model] = max(partial.get(model, 0), free)
+            free_cards[model] = free_cards.get(model, 0) + (free >= 1000)
         if r.gpu_milli < 1000:
             for model in free_cards.keys() | partial.keys():
                 if partial.get(model, 0) >= r.gpu_milli:
@@ -243,18 +239,22 @@ def _device_capacity(node: NodeState, r: TaskRequests) -> dict[str | None, int]:
         return {None: r.replicas}
     out: dict[str | None, int] = {}
     whole: dict[str, int] = {}
-    dev_free = node.dev_free
-    for dev in node.info.devices:
-        if dev.memory_mib < r.gpu_memory_mib:
-            continue
-        free = dev_free[dev.id]
+    for model, free in _devices(node, r):
         if r.gpu_milli >= 1000:
-            whole[dev.model] = whole.get(dev.model, 0) + (free >= 1000)
+            whole[model] = whole.get(model, 0) + (free >= 1000)
         else:
-            out[dev.model] = out.get(dev.model, 0) + free // r.gpu_milli
+            out[model] = out.get(model, 0) + free // r.gpu_milli
     for model, cards in whole.items():
         out[model] = cards // (r.gpu_milli // 1000)
     return out
+
+
+def _devices(node: NodeState, r: TaskRequests) -> Iterator[tuple[str, int]]:
+    """(model, free share after holds) of each device with the requested device memory."""
+    for (model, memory), slot in node.classes.items():
+        if memory >= r.gpu_memory_mib:
+            for free in slot.frees:
+                yield model, free
 
 
 def _room_after(cluster: ClusterInfo, req: PlacementRequest, model: str | None) -> float:

@@ -320,7 +320,7 @@ class ClusterInfo:
     def _put(self, info: NodeInfo) -> None:
         """Add or replace a node from a report."""
         old = self._nodes.get(info.name)
-        if old is not None and old.info == info:
+        if old is not None and old.reports(info):
             return
         self._file(NodeState(info, self._holds.get(info.name)), old)
 
@@ -343,7 +343,7 @@ class ClusterInfo:
             del self._holds[node]
         old = self._nodes.get(node)
         if old is not None:
-            self._file(NodeState(old.info, self._holds.get(node)), old)
+            self._file(old.held(self._holds.get(node)), old)
         else:
             self._bump()
 
@@ -393,7 +393,7 @@ class ClusterInfo:
             self.layout_version = next(_TICKS)
 
     def _account(self, node: NodeState, sign: int) -> None:
-        alloc = node.info.allocatable
+        alloc = node.alloc
         on = sign * node.schedulable      # cluster-wide sums: schedulable nodes only
         off = sign * (not node.schedulable)
         self.cpu_total += on * alloc.cpu_milli
