@@ -31,7 +31,7 @@ from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
-from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeState
+from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeLabels, NodeState
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48
@@ -356,11 +356,19 @@ class ClusterInfo:
     def _file(self, new: NodeState, old: NodeState | None) -> None:
         """File a node, in place of ``old`` if given: nothing is deleted before it is back,
         so a node refiled in its own group leaves the layout as it was."""
-        key = frozenset(kv for kv in new.labels.items() if kv[0] not in self._ignore)
+        labels = new.labels
+        if isinstance(labels, NodeLabels) and labels.ignored is self._ignore:
+            key = labels.key                     # a refile (hold): the labels did not change
+        else:
+            key = frozenset(kv for kv in labels.items() if kv[0] not in self._ignore)
         group = self._groups.get(key)
         changed = group is None
         if group is None:
             group = self._groups[key] = Group(key)
+        if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
+            # the group's labels, shared, plus the node's own (per-node keys)
+            new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
+                kv for kv in labels.items() if kv[0] in self._ignore))
         old_group = group if old is None else self._node_group[old.name]
         marks = self._layout_marks(group, old_group)
         if old is not None:

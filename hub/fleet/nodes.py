@@ -9,11 +9,12 @@ files into its buckets and the fit search (``hub.fleet.fit``) reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import attrgetter
 from types import MappingProxyType
+from typing import overload
 
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 
@@ -59,7 +60,7 @@ class ClassSlot:
 
     __slots__ = ("free_memory", "frees", "full", "ids", "partial", "reported")
 
-    def __init__(self, ids: tuple[str, ...], frees: tuple[int, ...],
+    def __init__(self, ids: Sequence[str], frees: tuple[int, ...],
                  reported: tuple[int, ...] | None = None,
                  free_memory: tuple[int, ...] = ()) -> None:
         self.ids = ids
@@ -73,7 +74,73 @@ class ClassSlot:
         return sum(f // milli for f in self.frees)
 
 
-Reported = tuple[tuple[DeviceClass, tuple[str, ...], tuple[int, ...], tuple[int, ...]], ...]
+class NumberedIds(Sequence[str]):
+    """Device ids ``"<node>/gpu<i>"`` for i = start, start + 1, ... (the agents' naming,
+    ``fuyao.labels.devices_for``), kept as three fields and spelled out when read."""
+
+    __slots__ = ("node", "size", "start")
+
+    def __init__(self, node: str, start: int, size: int) -> None:
+        self.node, self.start, self.size = node, start, size
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if not -self.size <= index < self.size:
+            raise IndexError(index)
+        return f"{self.node}/gpu{self.start + index % self.size}"
+
+    def __iter__(self) -> Iterator[str]:
+        node = self.node
+        return (f"{node}/gpu{i}" for i in range(self.start, self.start + self.size))
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def _compact_ids(node: str, start: int, ids: tuple[str, ...]) -> Sequence[str]:
+    """``NumberedIds`` when ``ids`` follow the agents' naming from ``start``, else ``ids``."""
+    numbered = NumberedIds(node, start, len(ids))
+    return numbered if tuple(numbered) == ids else ids
+
+
+class NodeLabels(Mapping[str, str]):
+    """A node's labels: its label group's, one dict shared by every node of the group, plus
+    its own per-node keys (``kubernetes.io/hostname``). Built by ``ClusterInfo`` on filing."""
+
+    __slots__ = ("ignored", "key", "own", "shared")
+
+    def __init__(self, shared: Mapping[str, str], key: frozenset[tuple[str, str]],
+                 ignored: frozenset[str], own: tuple[tuple[str, str], ...]) -> None:
+        self.shared = shared    # the group's labels
+        self.key = key          # the group's key (its labels as a frozenset)
+        self.ignored = ignored  # the per-node keys the grouping left out
+        self.own = own          # this node's values of those
+
+    def __getitem__(self, key: str) -> str:
+        for own, value in self.own:
+            if own == key:
+                return value
+        return self.shared[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.shared or any(own == key for own, _ in self.own)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (own for own, _ in self.own)
+        yield from self.shared
+
+    def __len__(self) -> int:
+        return len(self.shared) + len(self.own)
+
+
+Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]
 """A node's devices as reported, by class: (class, ids, free shares, free memory MiB)."""
 
 
@@ -102,7 +169,7 @@ class NodeState:
         if not devices:
             reported: Reported = ()
         elif seen.count(seen[0]) == len(seen):   # one class: most nodes
-            reported = ((seen[0], tuple(map(_device_id, devices)),
+            reported = ((seen[0], _compact_ids(info.name, 0, tuple(map(_device_id, devices))),
                          _shared_frees(tuple(map(_device_free, devices))),
                          _shared_frees(tuple(map(_device_memory, devices)))),)
         else:
@@ -112,10 +179,14 @@ class NodeState:
                 ids.append(dev.id)
                 frees.append(dev.free_milli)
                 memory.append(dev.free_memory_mib)
-            reported = tuple((cls, tuple(ids), _shared_frees(tuple(frees)),
-                              _shared_frees(tuple(mem)))
-                             for cls, (ids, frees, mem) in grouped.items())
             order = _order(seen, grouped)
+            starts = [0]
+            for ids, _, _ in grouped.values():
+                starts.append(starts[-1] + len(ids))
+            reported = tuple(
+                (cls, _compact_ids(info.name, start, tuple(ids)) if order is None else tuple(ids),
+                 _shared_frees(tuple(frees)), _shared_frees(tuple(mem)))
+                for (cls, (ids, frees, mem)), start in zip(grouped.items(), starts, strict=False))
         self._fill(info.name, info.labels, _shared_amounts(info.allocatable), info.free,
                    not info.unschedulable, reported, order, hold)
 
@@ -176,7 +247,7 @@ class NodeState:
                                                      strict=True)]
         if self.order is not None:
             devices = [devices[k] for k in self.order]
-        return NodeInfo(self.name, self.labels, self.alloc, self.free, tuple(devices),
+        return NodeInfo(self.name, dict(self.labels), self.alloc, self.free, tuple(devices),
                         not self.schedulable)
 
     def reports(self, info: NodeInfo) -> bool:
