@@ -106,7 +106,7 @@ class NumpyScan:
         self._sums(self._position[cluster])
 
     def _write(self, i: int, state: NodeState) -> None:
-        alloc = state.alloc
+        alloc = state.alloc if hasattr(state, "alloc") else state.info.allocatable  # older hubs
         self.alloc_cpu[i], self.alloc_mem[i] = alloc.cpu_milli, alloc.memory_mib
         self.cpu[i], self.mem[i], self.pods[i] = state.cpu, state.mem, state.pods
         self.sched[i] = state.schedulable
