@@ -65,6 +65,7 @@ CANONICAL_KEYS = frozenset(
 )
 _MODEL_KINDS = {GPU_MODEL: "gpu", NPU_MODEL: "npu"}
 _BOOL_KEYS = frozenset({GPU_NODE, NVLINK})
+_NAME_KEYS = frozenset({GPU_VENDOR, SITE, REGION, ARCH})   # canonical keys holding names
 _ORDERED: dict[str, Callable[[Decimal, Decimal], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
 }
@@ -239,6 +240,8 @@ def _ordered_literal(key: str, value: str, catalog: Catalog, shown: str | None =
         return Decimal(model.rank)
     if key in _BOOL_KEYS:
         raise _Problem(f"{key} is true/false and cannot be ordered")
+    if key in _NAME_KEYS:
+        raise _Problem(f"{key} holds names, which cannot be ordered (use = or in)")
     number = _number(key, value)
     if number is None:
         raise _Problem(f"{shown or value!r} is not a number or quantity, so it cannot be ordered")

@@ -55,7 +55,7 @@ class CapacityRenderer(Renderer):
             return
         by = "FLEET" if report.by == "model" else report.by.upper()
         columns = [by, "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "UNSCHED", "FRAG",
-                   "QUEUED", "CPU-FREE", "MEM-FREE"]
+                   "QUEUED", "CPU-FREE", "MEM-FREE", "GPU-MEM"]
         if report.by == "cluster":
             columns.append("N-1")
         table = _table(*columns)
@@ -65,7 +65,7 @@ class CapacityRenderer(Renderer):
                 cells.append("-" if row.n1_safe is None else "safe" if row.n1_safe else "NO")
             table.add_row(*_cells(*cells))
         fleet = _table("FLEET", "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE", "UNSCHED",
-                       "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE")
+                       "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE", "GPU-MEM")
         for row in report.fleet:
             fleet.add_row(*_cells("total", row.model, *_row_numbers(row)))
         shapes = ", ".join(f"{s.gpu}x{s.gpu_model or 'any'} ({s.weight:g})"
@@ -77,7 +77,8 @@ class CapacityRenderer(Renderer):
                     f"{report.shapes_from}: {shapes}",
                     "QUEUED: devices queued tasks could use here; RSVD is the failover "
                     "headroom; FREE = total - allocated - reserved; UNSCHED: idle on cordoned "
-                    "or NotReady nodes, never free.",
+                    "or NotReady nodes, never free. GPU-MEM: device memory in GiB, "
+                    "total/allocated/free (memory-shared cards by their share in use).",
                     f"N-1: {verdict}")
 
     def capacity_fit(self, answer: FitAnswer) -> None:
@@ -138,7 +139,15 @@ def _row_numbers(row: ReportRow) -> list[str]:
     return [str(row.nodes), *map(_num, (
         row.devices_total, row.devices_allocated, row.devices_reserved, row.devices_free,
         row.devices_unschedulable, row.devices_fragmented, row.queued_devices, row.cpu_free,
-        row.memory_free_gib))]
+        row.memory_free_gib)), _gpu_memory(row)]
+
+
+def _gpu_memory(row: ReportRow) -> str:
+    """``total/allocated/free`` device memory in GiB, or ``-`` for rows without devices."""
+    if not row.gpu_memory_total_gib:
+        return "-"
+    return "/".join(_num(v) for v in (row.gpu_memory_total_gib, row.gpu_memory_allocated_gib,
+                                      row.gpu_memory_free_gib))
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -7,6 +7,7 @@ so ``-o json`` prints exactly the hub's ``DryRunView`` / ``ExplainView``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich.table import Table
 
@@ -39,13 +40,33 @@ class InsightRenderer(Renderer):
             return
         rows = {"Task": view.task, "State": view.state, "Message": view.message,
                 "Cluster": view.cluster, "Why": view.summary, "Held": view.held,
-                "Queue": ", ".join(f"{k}={v}" for k, v in view.queue.items() if v is not None),
+                **_queue_rows(view.queue),
                 "After": ", ".join(f"{k} ({v})" for k, v in view.dependencies.items())}
         parts: list[object] = [_fields(rows)]
         if view.histogram:
             parts += ["Histogram:", _indent(_counts(view.histogram))]
         parts += _body(view.scores, view.reasons, view.nearest_fit, view.alternatives)
         self._print(*parts)
+
+
+def _queue_rows(queue: Mapping[str, Any]) -> dict[str, object]:
+    """The queue part of ``task explain``: place, quotas against use, what holds it."""
+    position = queue.get("position")
+    used = queue.get("usage") or {}
+    quotas = queue.get("quotas") or {}
+    borrow = queue.get("borrow") or {}
+    quota = "; ".join(
+        f"{r} {q}{f' +{borrow[r]} borrow' if r in borrow else ''} (in use {used.get(r, '0')})"
+        for r, q in quotas.items())
+    kept = queue.get("reserved_cluster")
+    rows = {
+        "Queue": f"{queue.get('queue', '-')}{f' #{position}' if position else ''}",
+        "Quota": quota or None,
+        "Held by": queue.get("held_by"),
+        "Kept for it": f"cluster {kept}" if kept else None,
+        "Preempting": ", ".join(queue.get("preempting") or []) or None,
+    }
+    return {k: v for k, v in rows.items() if v is not None or k in ("Queue", "Held by")}
 
 
 def _body(scores: Mapping[str, ClusterScores], reasons: Mapping[str, str],

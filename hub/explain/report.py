@@ -85,10 +85,9 @@ class Explainer:
             view.summary = (f"the fleet has room on {result.cluster}, but {held}" if held else
                             f"fits now on {result.cluster}; it goes there on the next "
                             "placement cycle unless held")
-            other = self._another_queue(task, scheduler, req)
-            if other is not None:
-                view.alternatives = [other]
-                view.nearest_fit = other
+            if held:
+                view.alternatives = self._within_quota(task, scheduler, req)
+                view.nearest_fit = view.alternatives[0] if view.alternatives else None
             return view
         view.summary = result.error.message
         view.histogram = dict(result.error.histogram)
@@ -100,6 +99,21 @@ class Explainer:
         """The queueing layer's state holding the task, or its place in the plain order."""
         held = self.queueing.hold_for(task) if self.queueing is not None else None
         return held if held is not None else self._position(task)
+
+    def _within_quota(self, task: ActiveTask, scheduler: Scheduler,
+                      req: PlacementRequest) -> list[NearestFit]:
+        """A task its queue's quota holds: another queue whose quota has room, and the
+        smaller requests its own queue's quota admits now, cheapest first."""
+        assert self.queueing is not None
+        states = list(self.queueing.states())
+        own = next((q for q in states if q.name == task.queue), None)
+        usage = self.queueing.usage
+        found = [a for a in [self._another_queue(task, scheduler, req)] if a is not None]
+        if own is not None:
+            found += [NearestFit.model_validate(a.to_json()) for a in alternatives(
+                scheduler, req, lambda r, model: quota_hold(
+                    own, states, usage, demand(r, model)) is None)]
+        return sorted(found, key=lambda a: a.cost)
 
     def _another_queue(self, task: ActiveTask, scheduler: Scheduler,
                        req: PlacementRequest) -> NearestFit | None:

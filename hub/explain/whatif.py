@@ -11,6 +11,10 @@ nothing - about variants of the request, one dimension at a time:
   requirements kept),
 - another queue (when a queue-state function says the queue, not the fleet, holds it).
 
+When a queue quota holds the task (the fleet has room), ``admits`` is the queue's own quota
+rule: a variant counts only if the fleet takes it AND the quota admits it, so "fewer
+replicas" means the most replicas the quota lets in now.
+
 Each answer that fits is an ``Alternative`` with a cost: the fraction of the request given
 up (``1 - kept/asked`` GPUs, or replicas for CPU tasks); a model change gives up no quantity
 but different hardware, and costs ``MODEL_COST``. The nearest fit is the cheapest; ties go
@@ -26,6 +30,7 @@ from typing import Any
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.labels import GPU_MODEL
 from fuyao.selector import Requirement, Selector
+from fuyao.spec import TaskRequests
 from hub.fleet import NO_MODEL, WHOLE
 from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
@@ -34,7 +39,8 @@ from hub.placement.scheduler import Scheduler
 MODEL_COST = 0.5
 """What a different accelerator model counts as, against giving up a share of the request."""
 
-Schedule = Callable[[PlacementRequest], PlacementResult]
+Schedule = Callable[[PlacementRequest], PlacementResult | None]   # None: no fit
+Admits = Callable[[TaskRequests, str | None], bool]   # (variant's requests, chosen model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +59,18 @@ class Alternative:
                 "cluster": self.cluster, "nodes": list(self.nodes), "cost": round(self.cost, 3)}
 
 
-def alternatives(scheduler: Scheduler, req: PlacementRequest) -> list[Alternative]:
-    """Every single-dimension change that fits now, cheapest first."""
-    schedule: Schedule = scheduler.schedule
+def alternatives(scheduler: Scheduler, req: PlacementRequest,
+                 admits: Admits | None = None) -> list[Alternative]:
+    """Every single-dimension change that fits now (and that ``admits`` lets in), cheapest
+    first."""
+    def schedule(variant: PlacementRequest) -> PlacementResult | None:
+        result = scheduler.schedule(variant)
+        if result.cluster is None:
+            return None
+        if admits is not None and not admits(variant.requests, result.model):
+            return None
+        return result
+
     r = req.requests
     found: list[Alternative] = []
     if r.gpu_milli:
@@ -87,7 +102,7 @@ def _most(
     while low <= high:
         mid = (low + high) // 2
         result = schedule(_variant(req, requests=shape(mid)))
-        if result.cluster is not None:
+        if result is not None:
             best, low = (mid, result), mid + 1
         else:
             high = mid - 1
@@ -108,7 +123,7 @@ def _models(
             continue    # the model was allowed already: not a change
         selector = Selector((*kept, Requirement(GPU_MODEL, "=", (model,))))
         result = schedule(_variant(req, selector=selector))
-        if result.cluster is not None:
+        if result is not None:
             out.append(_alt({"gpu_model": model}, f"on {model} instead of "
                             f"{_asked(asked)}", result, MODEL_COST))
     return _best_ranked(out)

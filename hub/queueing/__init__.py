@@ -1,6 +1,7 @@
 """Queues in front of placement: quotas, weighted fair share, backfill, preemption.
 
-The hub builds one ``Queueing`` (``hub.queueing.queueing``); the placement loop asks it for
+The hub builds one ``Queueing`` (``hub.queueing.queueing``, configured by
+``hub.queueing.config.QueueingConfig``); the placement loop asks it for
 each cycle's order and the REST router ``hub.api.queues`` for queue operations. Placement
 (``hub.placement``) never sees queues: it gets one ``PlacementRequest`` at a time.
 
@@ -16,6 +17,7 @@ returns the queue and quota state holding a queued task::
 and None for a task that is not Queued. Rules: docs/concepts/queues.md and preemption.md.
 """
 
-from hub.queueing.queueing import Queueing, QueueingConfig
+from hub.queueing.config import QueueingConfig
+from hub.queueing.queueing import Queueing
 
 __all__ = ["Queueing", "QueueingConfig"]

@@ -14,7 +14,8 @@ lowest weighted dominant share next (``share / weight``, updated after each plac
 heap: O(log queues) per decision); inside a queue, task priority then age. A task that fits
 nowhere at the head of its queue blocks the tasks behind it for ``hold_cycles`` cycles;
 after that up to ``lookahead`` tasks behind it are tried each cycle (backfill) while it
-holds a reservation on its nearest-fit cluster, so backfill never takes that room from it.
+holds a reservation on its nearest-fit cluster, so backfill never takes that room from it -
+unless it could not fit that cluster even with nothing running there (then it holds none).
 """
 
 from __future__ import annotations
@@ -223,5 +224,5 @@ class Cycle:
             return
         lane.blocked = True
         nearest = result.error.nearest_fit if result.error else None
-        if nearest is not None:
+        if nearest is not None and self.owner.could_ever_fit(nearest, task, request):
             self.owner.hold_cluster(nearest, task, self.rank(task), "backfill")

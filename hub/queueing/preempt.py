@@ -8,7 +8,8 @@ resources given back on their nodes, keeps every other reservation, and runs a s
 ``Scheduler`` with the hub's own profile. It adds candidates lowest rank (then newest)
 first until the task fits, then drops every victim it can do without. The cluster with the
 fewest victims (then the lowest highest-rank among them) wins. Only the preemption path pays
-for this; the placement hot path never does.
+for this; the placement hot path never does. ``fits_empty`` asks the same of a cluster with
+nothing running, so backfill never keeps a cluster for a task that could never fit there.
 """
 
 from __future__ import annotations
@@ -83,13 +84,22 @@ class Planner:
                 chosen = trial
         return chosen
 
+    def fits_empty(self, cluster: ClusterInfo, request: PlacementRequest) -> bool:
+        """Would ``request`` fit ``cluster`` if nothing ran there? (the real fit code, on a
+        scratch copy with every node's allocatable free). False: waiting there is futile."""
+        scratch = _scratch(cluster)
+        scratch.replace_nodes(cluster.name, [_emptied(n.info) for n in cluster.nodes()])
+        return self._schedules(scratch, request)
+
+    def _schedules(self, scratch: FleetView, request: PlacementRequest) -> bool:
+        scheduler = Scheduler(scratch, self.profile, headroom_priority=self.headroom_priority,
+                              cache=False)
+        return scheduler.schedule(replace(request, exclude=frozenset())).cluster is not None
+
     def fits(self, cluster: ClusterInfo, request: PlacementRequest,
              victims: Sequence[ActiveTask], keep: Sequence[ActiveTask]) -> bool:
         """Would ``request`` fit ``cluster`` with ``victims`` gone? (the real fit code)"""
-        scratch = FleetView()
-        scratch.upsert_cluster(cluster.name, labels=cluster.labels, weight=cluster.weight,
-                               headroom=cluster.headroom, state=cluster.state,
-                               cordoned=cluster.cordoned)
+        scratch = _scratch(cluster)
         freed: dict[str, list[tuple[TaskRequests, str | None]]] = {}
         gone = {v.id for v in victims}
         for victim in victims:
@@ -111,9 +121,23 @@ class Planner:
                                 model=held.model)
             except FuyaoError:
                 continue
-        scheduler = Scheduler(scratch, self.profile, headroom_priority=self.headroom_priority,
-                              cache=False)
-        return scheduler.schedule(replace(request, exclude=frozenset())).cluster is not None
+        return self._schedules(scratch, request)
+
+
+def _scratch(cluster: ClusterInfo) -> FleetView:
+    """A fleet view holding only ``cluster``'s settings (its nodes are added by the caller)."""
+    scratch = FleetView()
+    scratch.upsert_cluster(cluster.name, labels=cluster.labels, weight=cluster.weight,
+                           headroom=cluster.headroom, state=cluster.state,
+                           cordoned=cluster.cordoned)
+    return scratch
+
+
+def _emptied(info: NodeInfo) -> NodeInfo:
+    """``info`` with nothing running: all of its allocatable free, every device whole."""
+    devices = tuple(replace(d, free_milli=WHOLE, free_memory_mib=d.memory_mib)
+                    for d in info.devices)
+    return replace(info, free=info.allocatable, devices=devices)
 
 
 def _given_back(info: NodeInfo, freed: Sequence[tuple[TaskRequests, str | None]]) -> NodeInfo:

@@ -46,7 +46,8 @@ class QueueState:
 
 def demand(req: TaskRequests, model: str | None = None) -> Vector:
     """What a task uses, all replicas: cpu, memory, gpu (and ``gpu.<model>`` once the fit
-    chose a model), gpu-memory (the per-device minimum times its devices)."""
+    chose a model), gpu-memory (the per-device minimum times its devices; for a task that
+    shares a device by memory, the memory it asks)."""
     n = req.replicas
     out: Vector = {"cpu": req.cpu_milli * n, "memory": req.memory_mib * n}
     if req.gpu_milli:
@@ -55,6 +56,8 @@ def demand(req: TaskRequests, model: str | None = None) -> Vector:
             out[f"gpu.{model}"] = req.gpu_milli * n
         if req.gpu_memory_mib:
             out["gpu-memory"] = req.gpu_memory_mib * req.gpu_devices * n
+    if req.gpu_mem_mib:     # GPU memory sharing: the memory it asks of one device
+        out["gpu-memory"] = req.gpu_mem_mib * n
     return out
 
 
@@ -97,7 +100,9 @@ def quota_hold(queue: QueueState, queues: Iterable[QueueState], usage: Usage,
 
     Within its quota it is admitted; above it, only up to its borrow limit and only while
     the other queues' idle quota of that resource covers the excess. A resource without a
-    quota is not limited.
+    quota is not limited. A task asking more than quota plus borrow limit on its own is
+    told so (it waits until the queue's quota grows; Kueue keeps such workloads pending
+    too, rather than refusing them).
     """
     used = usage.of(queue.name)
     for resource in sorted(queue.limits):
@@ -114,6 +119,9 @@ def quota_hold(queue: QueueState, queues: Iterable[QueueState], usage: Usage,
         allowed = queue.borrow.get(resource, 0)
         if over > allowed:
             extra = f" (+{format_resource(resource, allowed)} borrowable)" if allowed else ""
+            if amount > limit + allowed:     # it waits until the quota grows, not for use
+                extra += (f"; the task asks {format_resource(resource, amount)}, more than "
+                          f"the quota{' and borrow limit allow' if allowed else ' allows'}")
             return held + extra
         if over > idle_quota(queue.name, resource, queues, usage):
             return held + "; no idle quota to borrow"

@@ -212,6 +212,9 @@ class FakeHub:
                           devices_reserved=r.devices_reserved, devices_free=r.devices_free,
                           cpu_total=r.cpu_total, cpu_free=r.cpu_free,
                           memory_total_gib=r.memory_total_gib, memory_free_gib=r.memory_free_gib,
+                          gpu_memory_total_gib=r.gpu_memory_total_gib,
+                          gpu_memory_allocated_gib=r.gpu_memory_allocated_gib,
+                          gpu_memory_free_gib=r.gpu_memory_free_gib,
                           n1_safe=self.n1.clusters[r.cluster].safe
                           if r.cluster in self.n1.clusters else None)
                 for r in self._capacity()]

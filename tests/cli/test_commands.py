@@ -36,7 +36,8 @@ def fleet(hub: FakeHub) -> FakeHub:
                     devices_allocated=8, devices_reserved=3.2, devices_free=20.8,
                     cpu_total=888, cpu_allocated=64, cpu_reserved=88.8, cpu_free=735.2,
                     memory_total_gib=7840, memory_allocated_gib=512, memory_reserved_gib=784,
-                    memory_free_gib=6544),
+                    memory_free_gib=6544, gpu_memory_total_gib=2560,
+                    gpu_memory_allocated_gib=640, gpu_memory_free_gib=1920),
         CapacityRow(cluster="west", model="T4", nodes=2, devices_total=8, devices_allocated=0.5,
                     devices_reserved=0.8, devices_free=6.7, cpu_total=95.5, cpu_allocated=2,
                     cpu_reserved=9.5, cpu_free=84, memory_total_gib=366,
@@ -239,9 +240,10 @@ def test_wait(script: list[str], goal: str, code: int, output: str, run: Run,
 def test_capacity_table(run: Run, fleet: FakeHub) -> None:
     lines = run("capacity").stdout.splitlines()
     assert lines[0].split() == ["CLUSTER", "MODEL", "NODES", "DEV", "ALLOC", "RSVD", "FREE",
-                                "UNSCHED", "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE", "N-1"]
+                                "UNSCHED", "FRAG", "QUEUED", "CPU-FREE", "MEM-FREE", "GPU-MEM",
+                                "N-1"]
     assert lines[1].split() == ["east", "H100", "4", "32", "8", "3.2", "20.8", "0", "0", "0",
-                                "735.2", "6544", "-"]
+                                "735.2", "6544", "2560/640/1920", "-"]
     assert lines[2].split()[:7] == ["west", "T4", "2", "8", "0.5", "0.8", "6.7"]
 
 

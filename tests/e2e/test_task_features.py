@@ -82,9 +82,17 @@ def test_profiles_queues_dependencies_dry_run_memory_sharing_dag_and_explain(
         assert time.monotonic() < deadline, why
         time.sleep(0.3)
     assert why["state"] == "Queued"
-    assert why["queue"]["held_by"].startswith("queue team-a: gpu quota 8")
+    assert why["queue"]["held_by"] == ("queue team-a: gpu quota 8, in use 0; the task asks "
+                                       "16, more than the quota allows")
     assert why["nearest_fit"]["change"] == {"queue": "default"}
     assert why["nearest_fit"]["cluster"] == "east"
+    # or, in team-a, the most its quota admits now
+    assert {"replicas": 1} in [a["change"] for a in why["alternatives"]]
+    described = ctl_json(stack, "queue", "describe", "team-a")   # the last line of the block
+    assert (described["quotas"], described["queued"]) == ({"gpu": "8", "cpu": "64"}, 1)
+    assert {"usage", "cluster_usage", "dominant_share", "fair_share"} <= set(described)
+    text = ctl(stack, "task", "explain", "big").stdout
+    assert "Queue:" in text and "team-a #1" in text and "gpu 8 (in use 0)" in text
     eval_why = ctl_json(stack, "task", "explain", "eval")
     assert eval_why["dependencies"] == {"big": "Queued"}
     assert eval_why["held"] == "waiting for big (Queued)"

@@ -118,6 +118,10 @@ async def test_a_task_held_by_its_quota_is_offered_another_queue(fleet: Fleet) -
         and fleet.h.hub.queueing.hold_for(
             fleet.h.hub.tasks.by_name("wide"))["held_by"] is not None)  # type: ignore[arg-type,index]
     body = (await api.get("/api/v1/tasks/wide/explain")).json()
-    assert body["queue"]["held_by"] == "queue team-a: gpu quota 1, in use 0"
+    assert body["queue"]["held_by"] == ("queue team-a: gpu quota 1, in use 0; the task asks 2, "
+                                        "more than the quota allows")
     assert body["nearest_fit"]["change"] == {"queue": "default"}
+    # ... or, in its own queue, the most its quota admits now (the quota's own rule)
+    assert [a["change"] for a in body["alternatives"]] == [{"queue": "default"}, {"gpu": 1}]
+    assert body["alternatives"][1]["description"] == "with 1 GPU per replica instead of 2"
     assert body["summary"].startswith("the fleet has room on ")

@@ -83,7 +83,13 @@ async def test_delete_is_refused_while_queued_tasks_use_it(fleet: Fleet) -> None
                      id="bad-template-value"),
         pytest.param({"name": "p", "selector": [
             {"key": "fuyao.io/region", "operator": "Gt", "values": ["east"]}]},
-            "'east' is not a number or quantity, so it cannot be ordered", id="incomparable"),
+            "fuyao.io/region holds names, which cannot be ordered", id="incomparable"),
+        pytest.param({"name": "p", "selector": [
+            {"key": "team", "operator": "Gt", "values": ["east"]}]},
+            "'east' is not a number or quantity, so it cannot be ordered", id="not-a-number"),
+        pytest.param({"name": "p", "selector": [
+            {"key": "fuyao.io/region", "operator": "Gt", "values": ["5"]}]},
+            "fuyao.io/region holds names, which cannot be ordered", id="names-by-number"),
         pytest.param({"name": "p", "selector": [
             {"key": "fuyao.io/gpu-model", "operator": ">=", "values": ["G2"]}]},
             "G2 has no rank (undisclosed model): it cannot be ordered", id="unranked-model"),

@@ -58,6 +58,19 @@ async def test_a_quota_holds_a_task_and_says_which(quiet: HubHarness) -> None:
     assert listed["a-2"]["held_by"] == view["held_by"]
 
 
+async def test_a_gpu_memory_quota_counts_memory_sharing_tasks(quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=1, gpus=8)
+    await queue(quiet, "notebooks", quotas={"gpu-memory": "16Gi"})
+    await submit(quiet, *({"name": f"nb-{i}", "gpu_mem": "8Gi", "queue": "notebooks"}
+                          for i in range(3)))
+    await quiet.hub.placement.cycle()
+    assert sorted(placed(quiet)) == ["nb-0", "nb-1"]
+    view = (await quiet.api.get("/api/v1/tasks/nb-2")).json()
+    assert view["held_by"] == "queue notebooks: gpu-memory quota 16Gi, in use 16Gi"
+    used = (await quiet.api.get("/api/v1/queues/notebooks")).json()["usage"]
+    assert used["gpu-memory"] == "16Gi"
+
+
 async def test_borrowing_uses_idle_quota_up_to_the_limit(quiet: HubHarness) -> None:
     add_cluster(quiet, "east", nodes=4, gpus=4)
     await queue(quiet, "team-a", weight=2, quotas={"gpu": 8, "cpu": 64})
@@ -89,6 +102,19 @@ async def test_a_blocked_head_holds_its_queue_then_backfill_reserves(quiet: HubH
     assert placed(quiet)["gang"] == "east"
 
 
+async def test_a_head_that_could_never_fit_keeps_no_cluster(quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=2, gpus=8)
+    await submit(quiet, {"name": "filler", "gpu": 4})
+    await quiet.hub.placement.cycle()
+    # 16 GPUs on one node: no node of east has them even empty; waiting there is futile.
+    await submit(quiet, {"name": "never", "gpu": 16}, *gpu_tasks("small", 3, "default"))
+    for _ in range(3):      # two cycles of strict FIFO, then backfill
+        await quiet.hub.placement.cycle()
+    assert sorted(placed(quiet)) == ["filler", "small-0", "small-1", "small-2"]
+    hold = quiet.hub.queueing.hold_for(task(quiet, "never"))
+    assert hold is not None and hold["reserved_cluster"] is None
+
+
 async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
         quiet: HubHarness) -> None:
     add_cluster(quiet, "east", nodes=1, gpus=4)
@@ -118,6 +144,31 @@ async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
         "s for its copy on east to stop")
 
 
+async def test_an_owner_takes_its_lent_quota_back_by_preemption(quiet: HubHarness) -> None:
+    add_cluster(quiet, "east", nodes=2, gpus=4)
+    await queue(quiet, "team-a", quotas={"gpu": 4})
+    await queue(quiet, "team-b", quotas={"gpu": 4}, borrow={"gpu": 4})
+    await submit(quiet, *gpu_tasks("b", 8, "team-b"))
+    await quiet.hub.placement.cycle()
+    assert len(placed(quiet)) == 8          # 4 own + 4 of team-a's idle quota: fleet full
+    # team-a, within its own quota and of no higher priority, needs its GPUs back: its head
+    # evicts one borrowed task, is placed next cycle, then the next one does the same.
+    await submit(quiet, *gpu_tasks("a", 2, "team-a"))
+    for _ in range(4):
+        await quiet.hub.placement.cycle()
+    assert {"a-0", "a-1"} <= set(placed(quiet))
+    preempted = {}
+    for i in range(8):
+        view = (await quiet.api.get(f"/api/v1/tasks/b-{i}")).json()
+        kinds = [e["kind"] for e in view["events"]]
+        if "Preempted" in kinds:
+            assert kinds.count("Preempted") == 1 and view["state"] == "Queued"
+            preempted[view["name"]] = view["message"].split(" (")[0]
+    assert preempted == {"b-7": "Preempted by a-0", "b-6": "Preempted by a-1"}  # newest first
+    used = (await quiet.api.get("/api/v1/queues/team-b")).json()["usage"]
+    assert used["gpu"] == "6"                # still borrows 2 of team-a's idle 2: no more taken
+
+
 async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarness) -> None:
     add_cluster(quiet, "east", nodes=1, gpus=2)
     await submit(quiet, *gpu_tasks("run", 2, "default", priority=5))
@@ -125,7 +176,7 @@ async def test_nothing_is_preempted_for_a_task_of_no_higher_rank(quiet: HubHarne
     await submit(quiet, {"name": "same", "gpu": 1, "priority": 5})
     await quiet.hub.placement.cycle()
     assert sorted(placed(quiet)) == ["run-0", "run-1"]
-    assert quiet.hub.queueing.preempting == {}
+    assert quiet.hub.queueing.preemption.preempting == {}
 
 
 async def test_a_per_cluster_quota_sends_the_rest_elsewhere_then_holds(

@@ -163,7 +163,7 @@ def test_preemption_candidates_never_outrank_the_preemptor(
     m.submit("q0", 1, priority)
     preemptor = max(m.book.active.values(), key=lambda t: t.seq)
     cycle = m.q.begin(m.book.queued())
-    candidates = m.q._candidates(preemptor, cycle)
+    candidates = m.q.preemption.candidates(preemptor, cycle)
     rank = cycle.rank(preemptor)
     for victim in candidates.get("c", []):
         assert victim.spec.preemptible

@@ -44,6 +44,11 @@ FREE = QueueState("default")
      "queue team-b: gpu quota 4, in use 6 (+4 borrowable)"),
     ("borrow with no idle quota", B, {"team_b": {"gpu": 4 * GPU}, "team_a": {"gpu": 6 * GPU}},
      {"gpu": 3 * GPU}, "queue team-b: gpu quota 4, in use 4; no idle quota to borrow"),
+    ("asks more than quota alone", A, {}, {"gpu": 16 * GPU},
+     "queue team-a: gpu quota 8, in use 0; the task asks 16, more than the quota allows"),
+    ("asks more than quota and borrow", B, {}, {"gpu": 9 * GPU},
+     "queue team-b: gpu quota 4, in use 0 (+4 borrowable); the task asks 9, more than the "
+     "quota and borrow limit allow"),
     ("per-model quota", M, {"team_m": {"gpu.A100": 16 * GPU}}, {"gpu.A100": GPU},
      "queue team-m: gpu A100 quota 16, in use 16"),
     ("per-model quota, other model", M, {"team_m": {"gpu.A100": 16 * GPU}},
@@ -69,6 +74,10 @@ def test_per_cluster_quota_names_the_cluster() -> None:
      {"cpu": 2000, "memory": 2048, "gpu": 4000, "gpu.A100": 4000}),
     (TaskRequests(0, 0, 2000, 40960, 1), None,
      {"cpu": 0, "memory": 0, "gpu": 2000, "gpu-memory": 81920}),
+    (TaskRequests(1000, 1024, 0, 0, 2, gpu_mem_mib=8192), None,      # memory sharing
+     {"cpu": 2000, "memory": 2048, "gpu-memory": 16384}),
+    (TaskRequests(1000, 1024, 250, 40960, 1, gpu_mem_mib=8192), "A100",
+     {"cpu": 1000, "memory": 1024, "gpu": 250, "gpu.A100": 250, "gpu-memory": 8192}),
 ])
 def test_demand_counts_every_replica(req: TaskRequests, model: str | None,
                                      want: dict[str, int]) -> None:

@@ -1,0 +1,89 @@
+"""What the queueing layer shows users: a queue's use against its quota and its fair share
+(``queue list | describe``), and a queued task's place and the quota holding it (``task
+list | describe | explain``).
+
+Pure reads of ``Queueing``'s memory (``hub.queueing.queueing``), which calls ``queue_view``
+and ``task_hold`` for its public ``view``/``views``/``hold_for``; nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from fuyao.queues import QueueView, format_resource
+from fuyao.spec import TaskState
+from hub.activetask import ActiveTask
+from hub.queueing.eviction import ADMITTED
+from hub.queueing.quota import Usage, Vector, dominant_share
+from hub.store import QueueRecord
+
+if TYPE_CHECKING:
+    from hub.queueing.queueing import Queueing
+
+
+def _shown(vector: Vector) -> dict[str, str]:
+    return {r: format_resource(r, v) for r, v in sorted(vector.items()) if v}
+
+
+def queue_view(owner: Queueing, rec: QueueRecord, usage: Usage) -> QueueView:
+    """One queue: settings, use against quota, dominant share now, and its fair share (its
+    weight over the weights of its level's queues that have active tasks, itself included).
+    """
+    state = owner.book.states[rec.name]
+    counts = {"queued": 0, "admitted": 0}
+    active_queues: set[str] = set()
+    for task in owner.tasks.active.values():
+        active_queues.add(task.queue)
+        if task.queue == rec.name:
+            counts["admitted" if task.state in ADMITTED else "queued"] += 1
+    level = [q for q in owner.states() if q.priority == state.priority
+             and (q.name in active_queues or q.name == rec.name)]
+    fair = state.weight / sum(q.weight for q in level)
+    used = usage.of(rec.name)
+    return QueueView(
+        name=rec.name, priority=rec.priority, weight=rec.weight, quotas=rec.quotas,
+        cluster_quotas=rec.cluster_quotas, borrow=rec.borrow, usage=_shown(used),
+        cluster_usage={c: _shown(vec) for (q, c), vec in sorted(usage.by_cluster.items())
+                       if q == rec.name and any(vec.values())},
+        dominant_share=round(dominant_share(used, owner.totals()), 4),
+        fair_share=round(fair, 4), created_at=rec.created_at, updated_at=rec.updated_at,
+        **counts,
+    )
+
+
+def positions_now(owner: Queueing) -> dict[str, int]:
+    """Each queued task's place in its queue now (the cycle's order inside a queue)."""
+    out: dict[str, int] = {}
+    seen: Counter[str] = Counter()
+    for task in owner.tasks.queued():
+        seen[task.queue] += 1
+        out[task.id] = seen[task.queue]
+    return out
+
+
+def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
+    """The queue and quota state of a queued task; None when it is not Queued.
+
+    ``{"queue", "position", "held_by", "quotas", "borrow", "usage", "reserved_cluster",
+    "preempting"}``: ``position`` 1 is next in its queue; ``held_by`` the quota that holds
+    it (e.g. ``queue team-a: gpu A100 quota 16, in use 16``) or None; ``reserved_cluster`` a
+    cluster kept for it (backfill or preemption); ``preempting`` the victims it waits for.
+    """
+    if task.state != TaskState.QUEUED:
+        return None
+    rec = owner.book.records.get(task.queue)
+    plan = owner.preemption.preempting.get(task.id)
+    if task.id not in owner.positions:      # submitted since the last cycle
+        owner.positions = positions_now(owner)
+    return {
+        "queue": task.queue,
+        "position": owner.positions.get(task.id),
+        "held_by": owner.holds.get(task.id),
+        "quotas": dict(rec.quotas) if rec else {},
+        "borrow": dict(rec.borrow) if rec else {},
+        "usage": _shown(owner.usage.of(task.queue)),
+        "reserved_cluster": next((c for c, h in owner.reserved.items()
+                                  if h.task_id == task.id), None),
+        "preempting": list(plan[1]) if plan else [],
+    }
