@@ -1,17 +1,18 @@
 """Hub memory benchmark: what a fleet of C clusters x N nodes costs the hub, and its build time.
 
 Builds the same synthetic fleet as ``placement_bench.py`` (its node kinds, labels and busy
-cards), in two phases so the hub's share is told apart from the reports themselves:
+cards), one cluster at a time as the agent channel receives them: a cluster's ``NodeInfo``
+reports are generated (timed apart: the generator is not the hub), handed to
+``FleetView.upsert_cluster`` + ``replace_nodes`` (timed: node states, label groups, buckets,
+per-model sums), then dropped - the fleet view keeps no ``NodeInfo``, only its own compact
+node states. What a report itself costs is measured on the first cluster's (``tracemalloc``).
 
-1. the agents' reports: every cluster's ``NodeInfo`` objects (what the agent channel decodes
-   from the wire and the fleet keeps as each node's last report);
-2. the hub's fleet view: ``FleetView.upsert_cluster`` + ``replace_nodes`` for every cluster
-   (node states after reservations, label groups, buckets, per-model sums).
-
-It reports the resident set (RSS) after each phase and the process's peak, bytes per node
-for each phase and in all, and the seconds each phase took; then times a few hundred
-placement decisions on the built fleet so a memory saving is never bought with speed
-unseen. One process per run: RSS is the operating system's figure, not an estimate.
+It reports the resident set (RSS) before and after, the process's peak, the hub's bytes per
+node, the seconds spent generating and ingesting; then times a few hundred placement
+decisions on the built fleet so a memory saving is never bought with speed unseen. One
+process per run: RSS is the operating system's figure, not an estimate. ``--all-reports``
+generates every report first and keeps them until the fleet is built (the old two-phase
+measure: then the peak holds every report and the fleet at once).
 
     .venv/bin/python bench/memory_bench.py                      # 1,000 clusters x 1,000 nodes
     .venv/bin/python bench/memory_bench.py --quick --json        # CI size: 10 x 200
@@ -27,7 +28,8 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+import tracemalloc
+from collections.abc import Iterator, Sequence
 
 from placement_bench import NODE_KINDS, make_node, make_requests  # beside this script
 
@@ -50,36 +52,50 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def reports(rng: random.Random, clusters: int, nodes: int) -> dict[str, list[NodeInfo]]:
-    """Every cluster's node reports, drawn as ``placement_bench.build_fleet`` draws them."""
-    out: dict[str, list[NodeInfo]] = {}
+def reports(rng: random.Random, clusters: int, nodes: int) -> Iterator[tuple[str, list[NodeInfo]]]:
+    """Each cluster's node reports in turn, drawn as ``placement_bench.build_fleet`` draws."""
     for c in range(clusters):
         name = f"member-{c:03d}"
         mix = [k[3] * rng.uniform(0.2, 1.8) for k in NODE_KINDS]
         busy = rng.uniform(0.1, 0.6)
         kinds = rng.choices(NODE_KINDS, weights=mix, k=nodes)
-        out[name] = [make_node(rng, name, i, k, busy) for i, k in enumerate(kinds)]
-    return out
+        yield name, [make_node(rng, name, i, k, busy) for i, k in enumerate(kinds)]
+
+
+def report_bytes(rng: random.Random, nodes: int) -> int:
+    """Bytes per node of one cluster's reports, as ``tracemalloc`` counts them."""
+    tracemalloc.start()
+    sample = next(reports(rng, 1, nodes))
+    size = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del sample
+    return round(size / nodes)
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
     rng = random.Random(args.seed)
     total_nodes = args.clusters * args.nodes
+    per_report = report_bytes(random.Random(args.seed), args.nodes)
     gc.collect()
     base = rss_bytes()
-    t0 = time.perf_counter()
-    infos = reports(rng, args.clusters, args.nodes)
-    reports_s = time.perf_counter() - t0
-    gc.collect()
-    after_reports = rss_bytes()
-    t0 = time.perf_counter()
     fleet = FleetView()
-    for c, (name, nodes) in enumerate(infos.items()):
+    made = reports(rng, args.clusters, args.nodes)
+    kept: list[list[NodeInfo]] = []
+    reports_s = fleet_s = reports_cpu = fleet_cpu = 0.0
+    for c in range(args.clusters):
+        t0, c0 = time.perf_counter(), time.process_time()
+        name, nodes = next(made)
+        t1, c1 = time.perf_counter(), time.process_time()
         fleet.upsert_cluster(name, labels={"region": f"r{c % 4}"}, weight=1 + c % 5,
                              headroom=0.1, state=ClusterState.READY)
         fleet.replace_nodes(name, nodes)
-    fleet_s = time.perf_counter() - t0
-    del infos   # the fleet keeps each node's last report: nothing is freed here
+        fleet_s += time.perf_counter() - t1
+        fleet_cpu += time.process_time() - c1
+        reports_s += t1 - t0
+        reports_cpu += c1 - c0
+        if args.all_reports:
+            kept.append(nodes)
+    del kept, nodes
     gc.collect()
     after_fleet = rss_bytes()
     scheduler = Scheduler(fleet)
@@ -93,16 +109,17 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                           model=result.model)
     return {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
+        "all_reports_kept": args.all_reports,
         "rss_base_mib": round(base / MIB, 1),
-        "rss_after_reports_mib": round(after_reports / MIB, 1),
         "rss_after_fleet_mib": round(after_fleet / MIB, 1),
         "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
         "peak_rss_gib": round(peak_rss_bytes() / MIB / 1024, 2),
-        "report_bytes_per_node": round((after_reports - base) / total_nodes),
-        "hub_bytes_per_node": round((after_fleet - after_reports) / total_nodes),
-        "bytes_per_node": round((after_fleet - base) / total_nodes),
+        "report_bytes_per_node": per_report,
+        "hub_bytes_per_node": round((after_fleet - base) / total_nodes),
         "reports_build_s": round(reports_s, 2),
         "fleet_build_s": round(fleet_s, 2),
+        "reports_build_cpu_s": round(reports_cpu, 2),   # CPU seconds: what load does not move
+        "fleet_build_cpu_s": round(fleet_cpu, 2),
         "decisions": len(times),
         "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
     }
@@ -115,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--decisions", type=int, default=300,
                         help="placement decisions timed on the built fleet")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--all-reports", action="store_true",
+                        help="keep every cluster's reports until the fleet is built")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

@@ -5,8 +5,15 @@ cards already busy, a few clusters NotReady or cordoned), then plays a stream of
 requests through ``hub.placement.Scheduler``: each decision is timed, placed tasks are
 reserved, old ones released, and agents' node reports arrive between decisions (each one
 invalidates that cluster's cached verdicts). On the same states it times the scheduler
-without its verdict cache, and - on a sample of the decisions, because it is slow - the
-BASELINE below: the same decision computed by scanning every node of every cluster.
+without its verdict cache, and two baselines making the same decisions on the same states:
+``numpy_scan.NumpyScan`` (every decision, unless ``--numpy-decisions`` samples fewer), a
+vectorized scan of all nodes with masks and per-cluster ``reduceat``, kept current after
+every mutation; and - on a sample, because it is slow - the naive BASELINE below, a Python
+loop over every node of every cluster. Every baseline decision is checked against the
+engine's; the run fails if any disagrees. ``engine_vs_numpy`` is the ratio of the engine's
+decisions/s to the numpy scan's, from the same run. Decisions are timed in CPU seconds of
+this thread (``--clock wall`` for wall seconds): on a shared machine wall time also counts
+the time other processes held the core.
 
     .venv/bin/python bench/placement_bench.py                 # 100 clusters x 1,000 nodes
     .venv/bin/python bench/placement_bench.py --quick --json  # CI size, JSON summary
@@ -21,8 +28,10 @@ import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from numpy_scan import NumpyScan  # beside this script
 
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
@@ -188,14 +197,10 @@ def _tightest_left(cluster: ClusterInfo, req: PlacementRequest) -> dict[str | No
             continue
         free_cards: dict[str, int] = {}
         partial: dict[str, int] = {}
-        dev_free = node.dev_free
-        for dev in node.info.devices:
-            if dev.memory_mib < r.gpu_memory_mib:
-                continue
-            free = dev_free[dev.id]
+        for model, free in _devices(node, r):
             if 0 < free < 1000:
-                partial[dev.model] = max(partial.get(dev.model, 0), free)
-            free_cards[dev.model] = free_cards.get(dev.model, 0) + (free >= 1000)
+                partial[model] = max(partial.get(model, 0), free)
+            free_cards[model] = free_cards.get(model, 0) + (free >= 1000)
         if r.gpu_milli < 1000:
             for model in free_cards.keys() | partial.keys():
                 if partial.get(model, 0) >= r.gpu_milli:
@@ -236,18 +241,22 @@ def _device_capacity(node: NodeState, r: TaskRequests) -> dict[str | None, int]:
         return {None: r.replicas}
     out: dict[str | None, int] = {}
     whole: dict[str, int] = {}
-    dev_free = node.dev_free
-    for dev in node.info.devices:
-        if dev.memory_mib < r.gpu_memory_mib:
-            continue
-        free = dev_free[dev.id]
+    for model, free in _devices(node, r):
         if r.gpu_milli >= 1000:
-            whole[dev.model] = whole.get(dev.model, 0) + (free >= 1000)
+            whole[model] = whole.get(model, 0) + (free >= 1000)
         else:
-            out[dev.model] = out.get(dev.model, 0) + free // r.gpu_milli
+            out[model] = out.get(model, 0) + free // r.gpu_milli
     for model, cards in whole.items():
         out[model] = cards // (r.gpu_milli // 1000)
     return out
+
+
+def _devices(node: NodeState, r: TaskRequests) -> Iterator[tuple[str, int]]:
+    """(model, free share after holds) of each device with the requested device memory."""
+    for (model, memory), slot in node.classes.items():
+        if memory >= r.gpu_memory_mib:
+            for free in slot.frees:
+                yield model, free
 
 
 def _room_after(cluster: ClusterInfo, req: PlacementRequest, model: str | None) -> float:
@@ -293,17 +302,22 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     build_s = time.perf_counter() - started
     cached, uncached = Scheduler(fleet), Scheduler(fleet, cache=False)
     naive = NaiveScheduler(fleet)
+    started = time.perf_counter()
+    scan = NumpyScan(fleet)
+    scan_build_s = time.perf_counter() - started
     reqs = make_requests(rng, args.decisions)
     stride = max(1, args.decisions // max(1, args.baseline_decisions))
+    numpy_every = max(1, args.decisions // max(1, args.numpy_decisions or args.decisions))
     names = [c.name for c in fleet.clusters()]
     fast: list[float] = []
     slow: list[float] = []
     base: list[float] = []
+    vector: list[float] = []
     reserve_t: list[float] = []
     delta_t: list[float] = []
     live: deque[str] = deque()
-    placed = disagree_uncached = disagree_baseline = 0
-    clock = time.perf_counter
+    placed = disagree_uncached = disagree_baseline = disagree_numpy = 0
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     for i, req in enumerate(reqs):
         t0 = clock()
         result = cached.schedule(req)
@@ -318,15 +332,24 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             chosen = naive.schedule(req)
             base.append(clock() - t0)
             disagree_baseline += chosen != result.cluster
+        if i % numpy_every == 0:
+            t0 = clock()
+            picked = scan.schedule(req)
+            vector.append(clock() - t0)
+            disagree_numpy += picked != result.cluster
         if result.cluster is not None:
             t0 = clock()
             fleet.reserve(result.cluster, req.task_id, req.requests, result.nodes,
                           model=result.model)
             reserve_t.append(clock() - t0)
+            scan.refresh(result.cluster, result.nodes)
             live.append(req.task_id)
             placed += 1
         while len(live) > args.live:
-            fleet.release(live.popleft())
+            held = fleet.reservation(live.popleft())
+            assert held is not None
+            fleet.release(held.task_id)
+            scan.refresh(held.cluster, held.nodes)
         for _ in range(int(args.delta_rate) + (rng.random() < args.delta_rate % 1)):
             name = rng.choice(names)
             cluster = fleet.cluster(name)
@@ -339,17 +362,23 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             t0 = clock()
             fleet.apply_delta(name, [fresh], [])
             delta_t.append(clock() - t0)
+            scan.refresh(name, [victim.name])
     out: dict[str, object] = {
-        "clusters": args.clusters, "nodes_per_cluster": args.nodes,
+        "clusters": args.clusters, "nodes_per_cluster": args.nodes, "clock": args.clock,
         "fleet_build_s": round(build_s, 2), "placed": placed, "decisions": len(reqs),
         "indexed_cached": Timings(fast).summary(),
         "indexed_uncached": Timings(slow).summary(),
         "baseline_naive_scan": Timings(base).summary(),
+        "baseline_numpy_scan": Timings(vector).summary(),
+        "numpy_build_s": round(scan_build_s, 2),
         "reserve_mean_us": round(statistics.fmean(reserve_t) * 1e6, 1) if reserve_t else None,
         "node_delta_mean_us": round(statistics.fmean(delta_t) * 1e6, 1) if delta_t else None,
         "disagreements_with_uncached": disagree_uncached,
         "disagreements_with_baseline": disagree_baseline,
+        "disagreements_with_numpy": disagree_numpy,
     }
+    if vector:
+        out["engine_vs_numpy"] = round(statistics.fmean(vector) / statistics.fmean(fast), 2)
     if base:
         naive_mean = statistics.fmean(base)
         out["speedup_vs_baseline_cached"] = round(naive_mean / statistics.fmean(fast), 1)
@@ -365,12 +394,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--decisions", type=int, default=10_000)
     parser.add_argument("--baseline-decisions", type=int, default=100,
                         help="decisions sampled for the (slow) naive baseline")
+    parser.add_argument("--numpy-decisions", type=int, default=0,
+                        help="decisions timed for the numpy scan baseline (default: all)")
     parser.add_argument("--live", type=int, default=5000,
                         help="reservations kept before the oldest is released")
     parser.add_argument("--delta-rate", type=float, default=0.5,
                         help="agent node reports applied per decision")
     parser.add_argument("--no-uncached", dest="uncached", action="store_false",
                         help="skip timing the scheduler without its verdict cache")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="time decisions in this thread's CPU seconds (default: what the "
+                             "load of a shared machine moves least) or wall seconds")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200, 1,000 decisions")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
@@ -394,7 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         for key, value in out.items():
             print(f"{key:44} {value}")
-    agree = out["disagreements_with_uncached"] == out["disagreements_with_baseline"] == 0
+    agree = (out["disagreements_with_uncached"] == out["disagreements_with_baseline"]
+             == out["disagreements_with_numpy"] == 0)
     return 0 if agree else 1
 
 

@@ -50,12 +50,10 @@ def _device_memory(cluster: ClusterInfo) -> dict[str, dict[str, float]]:
     with a quarter of its share in use has a quarter of its memory allocated."""
     sums: dict[str, list[float]] = {}
     for node in cluster.nodes():
-        dev_free = node.dev_free
-        for dev in node.info.devices:
-            total, used = sums.setdefault(dev.model, [0.0, 0.0])
-            free = dev_free.get(dev.id, WHOLE)
-            sums[dev.model] = [total + dev.memory_mib,
-                               used + dev.memory_mib * (WHOLE - free) / WHOLE]
+        for (model, memory), slot in node.classes.items():
+            for free in slot.frees:
+                total, used = sums.setdefault(model, [0.0, 0.0])
+                sums[model] = [total + memory, used + memory * (WHOLE - free) / WHOLE]
     return {model: {"gpu_memory_total_gib": round(total / 1024, _DIGITS),
                     "gpu_memory_allocated_gib": round(used / 1024, _DIGITS),
                     "gpu_memory_free_gib": round((total - used) / 1024, _DIGITS)}

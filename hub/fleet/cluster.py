@@ -31,7 +31,7 @@ from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
-from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeState
+from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeLabels, NodeState
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48
@@ -320,7 +320,7 @@ class ClusterInfo:
     def _put(self, info: NodeInfo) -> None:
         """Add or replace a node from a report."""
         old = self._nodes.get(info.name)
-        if old is not None and old.info == info:
+        if old is not None and old.reports(info):
             return
         self._file(NodeState(info, self._holds.get(info.name)), old)
 
@@ -343,7 +343,7 @@ class ClusterInfo:
             del self._holds[node]
         old = self._nodes.get(node)
         if old is not None:
-            self._file(NodeState(old.info, self._holds.get(node)), old)
+            self._file(old.held(self._holds.get(node)), old)
         else:
             self._bump()
 
@@ -356,11 +356,19 @@ class ClusterInfo:
     def _file(self, new: NodeState, old: NodeState | None) -> None:
         """File a node, in place of ``old`` if given: nothing is deleted before it is back,
         so a node refiled in its own group leaves the layout as it was."""
-        key = frozenset(kv for kv in new.labels.items() if kv[0] not in self._ignore)
+        labels = new.labels
+        if isinstance(labels, NodeLabels) and labels.ignored is self._ignore:
+            key = labels.key                     # a refile (hold): the labels did not change
+        else:
+            key = frozenset(kv for kv in labels.items() if kv[0] not in self._ignore)
         group = self._groups.get(key)
         changed = group is None
         if group is None:
             group = self._groups[key] = Group(key)
+        if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
+            # the group's labels, shared, plus the node's own (per-node keys)
+            new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
+                kv for kv in labels.items() if kv[0] in self._ignore))
         old_group = group if old is None else self._node_group[old.name]
         marks = self._layout_marks(group, old_group)
         if old is not None:
@@ -393,7 +401,7 @@ class ClusterInfo:
             self.layout_version = next(_TICKS)
 
     def _account(self, node: NodeState, sign: int) -> None:
-        alloc = node.info.allocatable
+        alloc = node.alloc
         on = sign * node.schedulable      # cluster-wide sums: schedulable nodes only
         off = sign * (not node.schedulable)
         self.cpu_total += on * alloc.cpu_milli

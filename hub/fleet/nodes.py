@@ -9,11 +9,14 @@ files into its buckets and the fit search (``hub.fleet.fit``) reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from operator import attrgetter
 from types import MappingProxyType
+from typing import overload
 
-from fuyao.inventory import NodeInfo
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 
 WHOLE = 1000
 """Milli-devices in one whole card."""
@@ -53,81 +56,268 @@ class Hold:
 
 
 class ClassSlot:
-    """A node's devices of one class, with their effective free shares."""
+    """A node's devices of one class: their ids, free shares as reported, and effective ones."""
 
-    __slots__ = ("frees", "full", "ids", "partial")
+    __slots__ = ("free_memory", "frees", "full", "ids", "partial", "reported")
 
-    def __init__(self, ids: tuple[str, ...], frees: tuple[int, ...]) -> None:
+    def __init__(self, ids: Sequence[str], frees: tuple[int, ...],
+                 reported: tuple[int, ...] | None = None,
+                 free_memory: tuple[int, ...] = ()) -> None:
         self.ids = ids
-        self.frees = frees
-        self.full = sum(1 for f in frees if f >= WHOLE)
-        self.partial = max((f for f in frees if 0 < f < WHOLE), default=0)
+        self.frees = frees                                  # after hub holds
+        self.reported = frees if reported is None else reported   # as the agent reported
+        self.free_memory = free_memory                      # reported free MiB per device
+        self.full, self.partial = _counts(frees)
 
     def share_capacity(self, milli: int) -> int:
         """How many shares of ``milli`` these devices can still give."""
         return sum(f // milli for f in self.frees)
 
 
+class NumberedIds(Sequence[str]):
+    """Device ids ``"<node>/gpu<i>"`` for i = start, start + 1, ... (the agents' naming,
+    ``fuyao.labels.devices_for``), kept as three fields and spelled out when read."""
+
+    __slots__ = ("node", "size", "start")
+
+    def __init__(self, node: str, start: int, size: int) -> None:
+        self.node, self.start, self.size = node, start, size
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if not -self.size <= index < self.size:
+            raise IndexError(index)
+        return f"{self.node}/gpu{self.start + index % self.size}"
+
+    def __iter__(self) -> Iterator[str]:
+        node = self.node
+        return (f"{node}/gpu{i}" for i in range(self.start, self.start + self.size))
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def _compact_ids(node: str, start: int, ids: tuple[str, ...]) -> Sequence[str]:
+    """``NumberedIds`` when ``ids`` follow the agents' naming from ``start``, else ``ids``."""
+    numbered = NumberedIds(node, start, len(ids))
+    return numbered if tuple(numbered) == ids else ids
+
+
+class NodeLabels(Mapping[str, str]):
+    """A node's labels: its label group's, one dict shared by every node of the group, plus
+    its own per-node keys (``kubernetes.io/hostname``). Built by ``ClusterInfo`` on filing."""
+
+    __slots__ = ("ignored", "key", "own", "shared")
+
+    def __init__(self, shared: Mapping[str, str], key: frozenset[tuple[str, str]],
+                 ignored: frozenset[str], own: tuple[tuple[str, str], ...]) -> None:
+        self.shared = shared    # the group's labels
+        self.key = key          # the group's key (its labels as a frozenset)
+        self.ignored = ignored  # the per-node keys the grouping left out
+        self.own = own          # this node's values of those
+
+    def __getitem__(self, key: str) -> str:
+        for own, value in self.own:
+            if own == key:
+                return value
+        return self.shared[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.shared or any(own == key for own, _ in self.own)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (own for own, _ in self.own)
+        yield from self.shared
+
+    def __len__(self) -> int:
+        return len(self.shared) + len(self.own)
+
+
+Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]
+"""A node's devices as reported, by class: (class, ids, free shares, free memory MiB)."""
+
+
 class NodeState:
     """A node's effective state: reported free minus hub holds (read-only once built).
 
-    Memory (a fleet holds one per node, 1,000,000 at 1,000 x 1,000): the per-model sums and
-    the free shares per class are shared (most nodes of a fleet have one of a few device
-    configurations and free patterns), the per-device free shares live only in ``classes``
-    (``dev_free`` is built when asked, off the hot path), and the used amounts are derived.
+    It keeps no ``NodeInfo``: the report is held in compact form (shared allocatable,
+    devices as per-class tuples of ids and reported free shares, the order they came in
+    only when it differs from class order) and ``info`` rebuilds an equal ``NodeInfo`` when
+    asked (REST node lists, planning - off the placement path). Memory (a fleet holds one per
+    node, 1,000,000 at 1,000 x 1,000): the per-model sums, the allocatable amounts and the
+    free-share tuples are shared between nodes that have the same, the per-device free
+    shares live only in ``classes`` (``dev_free`` is built when asked), and the used
+    amounts are derived.
     """
 
     __slots__ = (
-        "classes", "cpu", "info", "labels", "mem", "model_devices", "model_used", "name",
-        "pods", "primary", "schedulable",
+        "alloc", "classes", "cpu", "free", "labels", "mem", "model_devices", "model_used",
+        "name", "order", "pods", "primary", "schedulable",
     )
 
     def __init__(self, info: NodeInfo, hold: Hold | None) -> None:
+        devices = info.devices
+        seen = list(map(_device_class, devices))
+        order = None
+        if not devices:
+            reported: Reported = ()
+        elif seen.count(seen[0]) == len(seen):   # one class: most nodes
+            reported = ((seen[0], _compact_ids(info.name, 0, tuple(map(_device_id, devices))),
+                         _shared_frees(tuple(map(_device_free, devices))),
+                         _shared_frees(tuple(map(_device_memory, devices)))),)
+        else:
+            grouped: dict[DeviceClass, tuple[list[str], list[int], list[int]]] = {}
+            for cls, dev in zip(seen, devices, strict=True):
+                ids, frees, memory = grouped.setdefault(cls, ([], [], []))
+                ids.append(dev.id)
+                frees.append(dev.free_milli)
+                memory.append(dev.free_memory_mib)
+            order = _order(seen, grouped)
+            starts = [0]
+            for ids, _, _ in grouped.values():
+                starts.append(starts[-1] + len(ids))
+            reported = tuple(
+                (cls, _compact_ids(info.name, start, tuple(ids)) if order is None else tuple(ids),
+                 _shared_frees(tuple(frees)), _shared_frees(tuple(mem)))
+                for (cls, (ids, frees, mem)), start in zip(grouped.items(), starts, strict=False))
+        self._fill(info.name, info.labels, _shared_amounts(info.allocatable), info.free,
+                   not info.unschedulable, reported, order, hold)
+
+    def held(self, hold: Hold | None) -> NodeState:
+        """The same report with another hold (a reservation placed or given back)."""
+        state = NodeState.__new__(NodeState)
+        state._fill(self.name, self.labels, self.alloc, self.free, self.schedulable,
+                    self.reported, self.order, hold)
+        return state
+
+    def _fill(self, name: str, labels: Mapping[str, str], alloc: ResourceAmounts,
+              free: ResourceAmounts, schedulable: bool, reported: Reported,
+              order: tuple[int, ...] | None, hold: Hold | None) -> None:
         held = hold or _NO_HOLD
-        self.info = info
-        self.name = info.name
-        self.labels: Mapping[str, str] = info.labels
-        self.schedulable = not info.unschedulable
-        self.cpu = max(0, info.free.cpu_milli - held.cpu_milli)
-        self.mem = max(0, info.free.memory_mib - held.memory_mib)
-        self.pods = max(0, info.free.pods - held.pods)
+        self.name = name
+        self.labels = labels
+        self.alloc = alloc
+        self.free = free
+        self.schedulable = schedulable
+        self.order = order
+        self.cpu = max(0, free.cpu_milli - held.cpu_milli)
+        self.mem = max(0, free.memory_mib - held.memory_mib)
+        self.pods = max(0, free.pods - held.pods)
         model_devices: dict[str, int] = {}
         model_used: dict[str, int] = {}
-        grouped: dict[DeviceClass, tuple[list[str], list[int]]] = {}
+        classes: dict[DeviceClass, ClassSlot] = {}
         held_devices = held.devices
-        for dev in info.devices:
-            free = min(WHOLE, max(0, dev.free_milli - held_devices.get(dev.id, 0)))
-            model_devices[dev.model] = model_devices.get(dev.model, 0) + 1
-            model_used[dev.model] = model_used.get(dev.model, 0) + WHOLE - free
-            ids, frees = grouped.setdefault((dev.model, dev.memory_mib), ([], []))
-            ids.append(dev.id)
-            frees.append(free)
+        for cls, ids, frees, memory in reported:
+            effective = frees
+            if held_devices or (frees and (max(frees) > WHOLE or min(frees) < 0)):
+                effective = _shared_frees(tuple(
+                    min(WHOLE, max(0, f - held_devices.get(d, 0)))
+                    for d, f in zip(ids, frees, strict=True)))
+            model = cls[0]
+            model_devices[model] = model_devices.get(model, 0) + len(ids)
+            model_used[model] = model_used.get(model, 0) + WHOLE * len(ids) - sum(effective)
+            classes[cls] = ClassSlot(ids, effective, frees, memory)
         self.model_devices = _shared(model_devices)
         self.model_used = _shared(model_used)
-        self.classes = {
-            cls: ClassSlot(tuple(ids), _shared_frees(tuple(frees)))
-            for cls, (ids, frees) in grouped.items()
-        }
+        self.classes = classes
         self.primary = (
             min(model_devices, key=lambda m: (-model_devices[m], m))
             if model_devices else NO_MODEL
         )
 
     @property
+    def reported(self) -> Reported:
+        """The devices as reported, by class (what ``held`` rebuilds from)."""
+        return tuple((cls, slot.ids, slot.reported, slot.free_memory)
+                     for cls, slot in self.classes.items())
+
+    @property
+    def info(self) -> NodeInfo:
+        """The node's last report, rebuilt (equal to the ``NodeInfo`` it was built from)."""
+        devices = [DeviceInfo(dev, model, memory, free, free_memory)
+                   for (model, memory), slot in self.classes.items()
+                   for dev, free, free_memory in zip(slot.ids, slot.reported, slot.free_memory,
+                                                     strict=True)]
+        if self.order is not None:
+            devices = [devices[k] for k in self.order]
+        return NodeInfo(self.name, dict(self.labels), self.alloc, self.free, tuple(devices),
+                        not self.schedulable)
+
+    def reports(self, info: NodeInfo) -> bool:
+        """True when ``info`` is the report this state was built from (nothing changed)."""
+        return (info.name == self.name and info.unschedulable != self.schedulable
+                and info.free == self.free and info.allocatable == self.alloc
+                and info.labels == self.labels and info.devices == self.info.devices)
+
+    @property
     def used_cpu(self) -> int:
         """Allocatable cpu not free (member use and hub holds)."""
-        return max(0, self.info.allocatable.cpu_milli - self.cpu)
+        return max(0, self.alloc.cpu_milli - self.cpu)
 
     @property
     def used_mem(self) -> int:
         """Allocatable memory not free (member use and hub holds)."""
-        return max(0, self.info.allocatable.memory_mib - self.mem)
+        return max(0, self.alloc.memory_mib - self.mem)
 
     @property
     def dev_free(self) -> dict[str, int]:
         """Device id -> effective free milli-share (a new dict, built from ``classes``)."""
         return {dev: free for slot in self.classes.values()
                 for dev, free in zip(slot.ids, slot.frees, strict=True)}
+
+
+def _order(
+    seen: list[DeviceClass], grouped: Mapping[DeviceClass, object],
+) -> tuple[int, ...] | None:
+    """Where each reported device sits in class order, or None when it is already there."""
+    if len(grouped) <= 1:
+        return None
+    rank = {cls: i for i, cls in enumerate(grouped)}
+    if all(rank[a] <= rank[b] for a, b in pairwise(seen)):
+        return None
+    by_class = sorted(range(len(seen)), key=lambda k: (rank[seen[k]], k))
+    back = [0] * len(seen)
+    for position, k in enumerate(by_class):
+        back[k] = position
+    return tuple(back)
+
+
+_device_class = attrgetter("model", "memory_mib")
+_device_id = attrgetter("id")
+_device_free = attrgetter("free_milli")
+_device_memory = attrgetter("free_memory_mib")
+_counts_seen: dict[tuple[int, ...], tuple[int, int]] = {}
+
+
+def _counts(frees: tuple[int, ...]) -> tuple[int, int]:
+    """(wholly free cards, largest partly free share) of effective free shares."""
+    found = _counts_seen.get(frees)
+    if found is None:
+        if len(_counts_seen) >= _SHARED_KEPT:
+            _counts_seen.clear()
+        found = _counts_seen[frees] = (sum(1 for f in frees if f >= WHOLE),
+                                       max((f for f in frees if 0 < f < WHOLE), default=0))
+    return found
+
+
+_amounts_seen: dict[ResourceAmounts, ResourceAmounts] = {}
+
+
+def _shared_amounts(amounts: ResourceAmounts) -> ResourceAmounts:
+    """The one kept ``ResourceAmounts`` equal to ``amounts`` (node sizes repeat)."""
+    found = _amounts_seen.get(amounts)
+    if found is None:
+        if len(_amounts_seen) >= _SHARED_KEPT:
+            _amounts_seen.clear()
+        found = _amounts_seen[amounts] = amounts
+    return found
 
 
 _SHARED_KEPT = 65_536

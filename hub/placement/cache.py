@@ -8,6 +8,8 @@
   fleet tick. A decision re-judges only the clusters ``FleetView.changed_since`` that tick
   (any change to a cluster moves its ``version``), then ranks from the table's columns -
   or from its ``Ranking`` (``hub.placement.ranking``), totals kept current on change.
+  A decision's result reads the table's own containers (``lend``), not copies: the table
+  copies them first (``own``) only if it is about to change while that result is alive.
 - ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
   the cluster's ``layout_version`` and the ``model_version`` of every model the search read
   (``hub.fleet.fit_models``) stay put. A re-judged cluster reuses it - so a reservation on
@@ -17,24 +19,32 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from itertools import compress
 
 from hub.fleet import ClusterInfo, Fit, FleetView, Miss, fit_models
 from hub.placement.framework import SUCCESS, PlacementRequest, Status
 from hub.placement.ranking import Ranking
+from hub.placement.result import ScoreTable
 
 _FITS_PER_CLUSTER = 512
 
 FitEntry = tuple[Fit | Miss, int, tuple[str, ...]]   # answer, cluster version, models read
 
 
+class Statuses(dict[str, Status]):
+    """Every cluster's status for one decision (a dict that a weak reference can follow)."""
+
+    __slots__ = ("__weakref__",)
+
+
 class ShapeTable:
     """One request shape's verdicts, aligned with the fleet's clusters (sorted by name)."""
 
     __slots__ = (
-        "clusters", "fit_id", "fits", "fixed", "frees", "names", "oks", "positions", "ranking",
-        "raws", "redo", "seen", "statuses",
+        "clusters", "fit_id", "fits", "fixed", "frees", "lent", "names", "oks", "positions",
+        "ranking", "raws", "redo", "seen", "statuses",
     )
 
     def __init__(
@@ -48,13 +58,14 @@ class ShapeTable:
         self.names = [c.name for c in clusters]
         self.seen = seen                      # the fleet tick the verdicts are current to...
         self.redo = set(range(count))         # ... except these (never judged, or an error)
-        self.statuses: dict[str, Status] = dict.fromkeys(self.names, SUCCESS)   # in order
+        self.statuses = Statuses(dict.fromkeys(self.names, SUCCESS))   # in order
         self.oks = [False] * count            # passed every filter and was scored
         self.raws: list[tuple[float, ...]] = [()] * count
         self.fixed = [0.0] * count            # weighted sum of the scores not normalized
         self.fits: list[Fit | Miss | None] = [None] * count
         self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
         self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
+        self.lent: tuple[weakref.ref[Statuses], weakref.ref[ScoreTable]] | None = None
 
     def due(self, fleet: FleetView) -> list[int]:
         """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
@@ -67,6 +78,28 @@ class ShapeTable:
         due.update(positions[c.name] for c in changed)
         return sorted(due)
 
+    def lend(self, plugins: tuple[str, ...]) -> tuple[Statuses, ScoreTable]:
+        """This decision's statuses and (ranked) score table, read from the table's own
+        containers; they stay as they are now (``own`` copies before the table changes)."""
+        assert self.ranking is not None
+        table = ScoreTable.aligned(plugins, self.names, self.oks, self.raws,
+                                   self.ranking.aligned(), self.ranking.totals)
+        self.lent = (weakref.ref(self.statuses), weakref.ref(table))
+        return self.statuses, table
+
+    def own(self) -> None:
+        """About to change: if a result still holds what ``lend`` gave, copy it away first."""
+        lent = self.lent
+        if lent is None:
+            return
+        self.lent = None
+        if lent[0]() is None and lent[1]() is None:
+            return
+        self.statuses = Statuses(self.statuses)
+        self.oks, self.raws = list(self.oks), list(self.raws)
+        if self.ranking is not None:
+            self.ranking.own()
+
     def forget(self, index: int) -> None:
         """Judge this cluster again next time (its verdict is an error, or was not made)."""
         self.redo.add(index)
@@ -76,10 +109,11 @@ class ShapeTable:
         copy = ShapeTable.__new__(ShapeTable)
         copy.clusters, copy.positions, copy.fit_id = self.clusters, self.positions, self.fit_id
         copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
-        copy.statuses, copy.oks = self.statuses.copy(), list(self.oks)
+        copy.statuses, copy.oks = Statuses(self.statuses), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
         copy.ranking = None   # a one-off decision ranks on the full path
         copy.frees = self.frees   # by cluster version: the same whatever is excluded
+        copy.lent = None
         return copy
 
     def feasible(self) -> tuple[list[str], list[tuple[float, ...]], list[float]]:

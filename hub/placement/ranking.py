@@ -14,10 +14,16 @@ The scheduler tells it which clusters it re-judged (``leave`` before, ``join`` a
 ``refresh`` recomputes the totals of those only - or of all feasible clusters when a
 column's summary moved (the heaviest cluster left, a lower model became feasible). The
 arithmetic is the same as the full path's, in the same order, so totals are bit-identical.
+
+``best`` answers the selection without a scan: a heap of (-total, index) entries, one pushed
+per recomputed total, stale ones dropped when they reach the top (their cluster left or its
+total moved); rebuilt when a summary moved or stale entries pile up. Ties go to the lowest
+index, i.e. the first cluster name, as the full path's ``totals.index(max(totals))``.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Sequence
 from itertools import compress
 
@@ -30,7 +36,7 @@ _UNSET = object()
 class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
-    __slots__ = ("_columns", "_counts", "_dirty", "_norms", "_summaries", "totals")
+    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_norms", "_summaries", "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
@@ -38,10 +44,22 @@ class Ranking:
         self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
         self._norms = [[0.0] * count for _ in self._columns]
         self._dirty: set[int] = set()
+        self._heap: list[tuple[float, int]] = []
         self.totals = [0.0] * count   # valid for the clusters the table marks ok
 
-    def leave(self, raw: tuple[float, ...]) -> None:
-        """A feasible cluster with these raw scores is about to be judged again."""
+    @property
+    def settled(self) -> bool:
+        """True when ``refresh`` has nothing to recompute (so it changes nothing)."""
+        return not self._dirty and _UNSET not in self._summaries
+
+    def own(self) -> None:
+        """Take fresh copies of the lists a decision's ``ScoreTable`` may still hold."""
+        self.totals = list(self.totals)
+        self._norms = [list(norms) for norms in self._norms]
+
+    def leave(self, index: int, raw: tuple[float, ...]) -> None:
+        """Feasible cluster ``index``, with these raw scores, is about to be judged again."""
+        self._dirty.add(index)
         for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
             value = raw[j]
             left = counts[value] - 1
@@ -71,22 +89,39 @@ class Ranking:
                 if summary != self._summaries[k]:
                     self._summaries[k] = summary
                     moved = True
-            due = (compress(range(len(oks)), oks) if moved
+            due = (list(compress(range(len(oks)), oks)) if moved
                    else [i for i in self._dirty if oks[i]])
             self._compute(due, raws, fixed)
         except Exception:
             self._summaries = [_UNSET] * len(self._columns)
             return False
         self._dirty.clear()
+        totals, heap = self.totals, self._heap
+        if moved or len(heap) > 2 * len(oks) + 64:
+            heap[:] = [(-totals[i], i) for i in compress(range(len(oks)), oks)]
+            heapq.heapify(heap)
+        else:
+            for i in due:
+                heapq.heappush(heap, (-totals[i], i))
         return True
 
-    def normalized(self, oks: Sequence[bool]) -> dict[int, list[float]]:
-        """Per normalized score index, the feasible clusters' scores (in table order)."""
-        return {j: list(compress(norms, oks))
-                for (j, _, _), norms in zip(self._columns, self._norms, strict=True)}
+    def best(self, oks: Sequence[bool]) -> int | None:
+        """The index of the highest total among ``oks`` (the lowest index of equals), after
+        ``refresh``; None when no cluster is feasible."""
+        heap, totals = self._heap, self.totals
+        while heap:
+            negative, i = heap[0]
+            if oks[i] and totals[i] == -negative:
+                return i
+            heapq.heappop(heap)
+        return None
+
+    def aligned(self) -> dict[int, list[float]]:
+        """Per normalized score index, every cluster's score (valid where the table is ok)."""
+        return {j: norms for (j, _, _), norms in zip(self._columns, self._norms, strict=True)}
 
     def _compute(
-        self, indices: Sequence[int] | compress[int], raws: Sequence[tuple[float, ...]],
+        self, indices: Sequence[int], raws: Sequence[tuple[float, ...]],
         fixed: Sequence[float],
     ) -> None:
         """``fixed + weight x normalized`` per column in profile order, as the full path."""

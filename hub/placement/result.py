@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
 
 from fuyao.spec import ClusterScore
 from hub.fleet import Fit
@@ -57,27 +58,85 @@ class ClusterVerdict:
     plugin_scores: tuple[tuple[str, float], ...] = ()
 
 
-@dataclass(frozen=True)
 class ScoreTable:
     """Scores of the feasible clusters: one column per score plugin, and the weighted totals.
 
     ``rows`` holds each cluster's raw scores (one per plugin) and ``normalized`` the columns
     a plugin's ``normalize`` rewrote; ``columns`` puts the two together on first access.
+    ``aligned`` builds one from lists over every cluster and a feasible mask, picking the
+    feasible entries out only when the table is read (most decisions never read it).
     """
 
-    plugins: tuple[str, ...] = ()
-    clusters: Sequence[str] = ()
-    rows: Sequence[Sequence[float]] = ()
-    normalized: Mapping[int, Sequence[float]] = field(default_factory=dict)
-    totals: Sequence[float] = ()
+    __slots__ = ("__weakref__", "_aligned", "_columns", "_parts", "plugins")
 
-    @cached_property
+    def __init__(
+        self, plugins: tuple[str, ...] = (), clusters: Sequence[str] = (),
+        rows: Sequence[Sequence[float]] = (),
+        normalized: Mapping[int, Sequence[float]] | None = None, totals: Sequence[float] = (),
+    ) -> None:
+        self.plugins = plugins
+        self._parts: _Parts | None = (clusters, rows, normalized or {}, totals)
+        self._aligned: _Aligned | None = None
+        self._columns: tuple[Sequence[float], ...] | None = None
+
+    @classmethod
+    def aligned(
+        cls, plugins: tuple[str, ...], names: Sequence[str], oks: Sequence[bool],
+        raws: Sequence[Sequence[float]], normalized: Mapping[int, Sequence[float]],
+        totals: Sequence[float],
+    ) -> ScoreTable:
+        """A table over the clusters where ``oks`` is True (every list aligned with names)."""
+        table = cls(plugins)
+        table._parts, table._aligned = None, (names, oks, raws, normalized, totals)
+        return table
+
+    def _read(self) -> _Parts:
+        parts = self._parts
+        if parts is None:
+            names, oks, raws, normalized, totals = self._aligned or ((), (), (), {}, ())
+            parts = self._parts = (
+                list(compress(names, oks)), list(compress(raws, oks)),
+                {j: list(compress(column, oks)) for j, column in normalized.items()},
+                list(compress(totals, oks)))
+            self._aligned = None
+        return parts
+
+    @property
+    def clusters(self) -> Sequence[str]:
+        """The feasible clusters, in name order."""
+        return self._read()[0]
+
+    @property
+    def rows(self) -> Sequence[Sequence[float]]:
+        """Each feasible cluster's raw scores, one per plugin."""
+        return self._read()[1]
+
+    @property
+    def normalized(self) -> Mapping[int, Sequence[float]]:
+        """Per normalized plugin index, the feasible clusters' normalized scores."""
+        return self._read()[2]
+
+    @property
+    def totals(self) -> Sequence[float]:
+        """Each feasible cluster's weighted total."""
+        return self._read()[3]
+
+    @property
     def columns(self) -> tuple[Sequence[float], ...]:
         """Per plugin, the scores of ``clusters`` as they entered the totals."""
-        return tuple(
-            self.normalized[j] if j in self.normalized else [row[j] for row in self.rows]
-            for j in range(len(self.plugins))
-        )
+        if self._columns is None:
+            _, rows, normalized, _ = self._read()
+            self._columns = tuple(
+                normalized[j] if j in normalized else [row[j] for row in rows]
+                for j in range(len(self.plugins))
+            )
+        return self._columns
+
+
+_Parts = tuple[Sequence[str], Sequence[Sequence[float]], Mapping[int, Sequence[float]],
+               Sequence[float]]
+_Aligned = tuple[Sequence[str], Sequence[bool], Sequence[Sequence[float]],
+                 Mapping[int, Sequence[float]], Sequence[float]]
 
 
 @dataclass(frozen=True)

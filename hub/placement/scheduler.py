@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from itertools import compress, repeat
+from itertools import repeat
 from operator import add, itemgetter, mul
 from typing import cast
 
@@ -113,22 +113,18 @@ class Scheduler:
         clusters = self.fleet.ordered
         judged, errors = self._find_feasible(ctx, req, clusters)
         ctx.defer_feasible(judged.passed)
-        statuses = judged.statuses.copy()
-        statuses.update(errors)
-        table, clean = self._prioritize(ctx, req, judged, statuses)
-        best = self._select(table, statuses, clean)
-        if best is None:
+        table, statuses, index = self._prioritize(ctx, req, judged, errors)
+        if index is None:
             reasons = [s.reason for s in statuses.values() if not s.ok]
             error = FitError.from_reasons(len(clusters), reasons,
                                           _nearest_fit(req, clusters, statuses, judged.frees))
             log.debug("task %s: %s", req.task_id, error.message)
             return PlacementResult(None, (), error, None, statuses, table)
-        index = judged.names.index(best)
         found = judged.fits[index]
         if found is None:
             found = fit_for(ctx, req, clusters[index])
         fit = found if isinstance(found, Fit) else Fit((), None)
-        return PlacementResult(best, fit.nodes, None, fit.model, statuses, table)
+        return PlacementResult(judged.names[index], fit.nodes, None, fit.model, statuses, table)
 
     def reserve(self, req: PlacementRequest, result: PlacementResult) -> Status:
         """Run the reserve plugins for a decision; on a failure undo those that ran."""
@@ -172,6 +168,8 @@ class Scheduler:
             for i in [i for i in due if table.names[i] in exclude]:
                 due.remove(i)
                 table.forget(i)
+        if due:
+            table.own()
         errors = self._judge(ctx, req, table, due, keep=True) if due else {}
         if not exclude:
             return table, errors
@@ -228,7 +226,7 @@ class Scheduler:
         for i in indices:
             cluster = clusters[i]
             if ranking is not None and oks[i]:
-                ranking.leave(table.raws[i])
+                ranking.leave(i, table.raws[i])
             kept = kept_fit(cluster, table.fit_id) if keep else None
             if kept is not None:
                 ctx.fits[cluster.name] = kept
@@ -296,19 +294,36 @@ class Scheduler:
 
     def _prioritize(
         self, ctx: CycleState, req: PlacementRequest, judged: ShapeTable,
-        statuses: dict[str, Status],
-    ) -> tuple[ScoreTable, bool]:
-        """Normalized columns and weighted totals (plain scores first, then normalized ones).
+        errors: dict[str, Status],
+    ) -> tuple[ScoreTable, Mapping[str, Status], int | None]:
+        """The score table, every cluster's status and the index of the best cluster.
 
-        A normalizer that raises or leaves a score outside 0..100 turns clusters into ERRORs
-        (the flag is False then).
+        Totals are the plain scores first, then the normalized ones. With a ``Ranking`` and
+        every normalizer well-behaved they are kept current and the best comes off its
+        heap; else the columns
+        are normalized here, and a normalizer that raises or leaves a score outside 0..100
+        turns clusters into ERRORs.
         """
         ranking = judged.ranking
-        if ranking is not None and ranking.refresh(judged.oks, judged.raws, judged.fixed):
-            oks = judged.oks
-            return ScoreTable(self._plugin_names, list(compress(judged.names, oks)),
-                              list(compress(judged.raws, oks)), ranking.normalized(oks),
-                              list(compress(ranking.totals, oks))), True
+        if ranking is not None:
+            if not ranking.settled:
+                judged.own()
+            if ranking.refresh(judged.oks, judged.raws, judged.fixed):
+                lent, table = judged.lend(self._plugin_names)
+                # clusters whose scoring raised this time are not kept in the table
+                return table, {**lent, **errors} if errors else lent, ranking.best(judged.oks)
+        statuses = dict(judged.statuses)
+        statuses.update(errors)
+        table, clean = self._score_columns(ctx, req, judged, statuses)
+        best = self._select(table, statuses, clean)
+        return table, statuses, None if best is None else judged.positions[best]
+
+    def _score_columns(
+        self, ctx: CycleState, req: PlacementRequest, judged: ShapeTable,
+        statuses: dict[str, Status],
+    ) -> tuple[ScoreTable, bool]:
+        """Normalize every column over the feasible clusters (the path without a Ranking);
+        False when a normalizer turned clusters into ERRORs."""
         names, rows, totals = judged.feasible()
         normalized: dict[int, list[float]] = {}
         clean = True
@@ -368,7 +383,7 @@ def _by_column(normalizer: ScoreNormalizer) -> bool:
 
 
 def _nearest_fit(
-    req: PlacementRequest, clusters: Sequence[ClusterInfo], statuses: dict[str, Status],
+    req: PlacementRequest, clusters: Sequence[ClusterInfo], statuses: Mapping[str, Status],
     frees: list[tuple[int, int]],
 ) -> str | None:
     """The open, rejected-for-room cluster with most free devices (or cpu) its nodes match.

@@ -6,7 +6,8 @@ reference. Hypothesis draws a fleet, then a program of steps - decisions (kept a
 reservations or not), releases, node reports, nodes leaving, cordons, health changes,
 settings and taint changes - and after every step both engines must give the same
 cluster, nodes, model, per-cluster reasons, scores and error message, in every profile
-whose choice is deterministic.
+whose choice is deterministic. Every other cached result is read only after the whole
+program ran: what a result says must not change when the engine's tables move on.
 """
 
 from __future__ import annotations
@@ -132,11 +133,15 @@ def test_the_cached_engine_decides_as_the_uncached_one(
     cached = Scheduler(fleet, chosen, headroom_priority=1000)
     reference = Scheduler(fleet, chosen, headroom_priority=1000, cache=False)
     live: list[str] = []
+    read_later: list[tuple[PlacementResult, tuple[object, ...], int]] = []
     for step, (kind, *args) in enumerate(program):
         if kind == "place":   # a few request shapes, asked again and again: caches warm up
             req = make_request(step, shapes[args[0]])
             got = cached.schedule(req)
-            assert answer(got) == answer(reference.schedule(req)), (step, req)
+            if step % 2:
+                read_later.append((got, answer(reference.schedule(req)), step))
+            else:
+                assert answer(got) == answer(reference.schedule(req)), (step, req)
             if got.cluster is not None and args[1]:
                 assert cached.reserve(req, got).ok
                 live.append(req.task_id)
@@ -166,3 +171,5 @@ def test_the_cached_engine_decides_as_the_uncached_one(
             fleet.upsert_cluster(cluster, labels={"region": region}, weight=weight,
                                  headroom=headroom, state=current.state,
                                  cordoned=current.cordoned, taints=taints)
+    for got, wanted, step in read_later:
+        assert answer(got) == wanted, step

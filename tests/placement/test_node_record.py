@@ -1,0 +1,75 @@
+"""The hub keeps each node's report in compact form: what it gives back is the report.
+
+``NodeState`` holds no ``NodeInfo`` (memory at 1,000,000 nodes); ``info`` rebuilds one. For
+every report - devices of several classes in any order, shares, free memory, unschedulable
+nodes - and any hold, the rebuilt report equals the original, a state rebuilt with another
+hold still does, ``reports`` tells the same report from a changed one, and the effective
+free shares are the reported ones minus the hold. Nodes of one label group share its
+labels and keep only their per-node keys.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
+from fuyao.selector import parse_selector
+from fuyao.spec import ClusterState, TaskRequests
+from hub.fleet import FleetView, NodeState
+from hub.fleet.nodes import Hold, NodeLabels
+
+devices = st.lists(st.tuples(st.sampled_from(["A100", "T4"]), st.sampled_from([16, 80]),
+                             st.sampled_from([0, 250, 1000]), st.integers(0, 5)), max_size=6)
+
+
+def report(drawn: list[tuple[str, int, int, int]], cpu: int, unschedulable: bool,
+           prefix: str = "n1/gpu") -> NodeInfo:
+    return NodeInfo("n1", {"zone": "a"}, ResourceAmounts(64_000, 512, 110),
+                    ResourceAmounts(cpu, 256, 100),
+                    tuple(DeviceInfo(f"{prefix}{i}", model, gib * 1024, free, gib * 1024 - used)
+                          for i, (model, gib, free, used) in enumerate(drawn)),
+                    unschedulable)
+
+
+@given(drawn=devices, cpu=st.integers(0, 64_000), unschedulable=st.booleans(),
+       held=st.lists(st.sampled_from([0, 250, 500]), min_size=6, max_size=6),
+       prefix=st.sampled_from(["n1/gpu", "n1/gpu1", "gpu-"]))   # the agents' naming, or not
+def test_the_rebuilt_report_is_the_report(drawn: list[tuple[str, int, int, int]], cpu: int,
+                                          unschedulable: bool, held: list[int],
+                                          prefix: str) -> None:
+    info = report(drawn, cpu, unschedulable, prefix)
+    hold = Hold(1000, 10, 1, {f"{prefix}{i}": m for i, m in enumerate(held[:len(drawn)]) if m})
+    state = NodeState(info, hold)
+    assert state.info == info and state.reports(info)
+    assert state.held(None).info == info and state.held(None).cpu == cpu
+    assert state.cpu == max(0, cpu - 1000) and state.schedulable is not unschedulable
+    assert state.dev_free == {d.id: min(1000, max(0, d.free_milli - hold.devices.get(d.id, 0)))
+                              for d in info.devices}
+    assert sorted(d for slot in state.classes.values() for d in slot.ids) == sorted(
+        d.id for d in info.devices)
+    assert not state.reports(report(drawn, cpu + 1, unschedulable, prefix))
+    if drawn:
+        changed = [(m, g, 1000 if f != 1000 else 0, u) for m, g, f, u in drawn]
+        assert not state.reports(report(changed, cpu, unschedulable, prefix))
+
+
+def test_nodes_of_a_label_group_share_its_labels_and_keep_their_own_hostname() -> None:
+    fleet = FleetView()
+    fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.1, state=ClusterState.READY)
+    infos = [NodeInfo(name, {"kubernetes.io/hostname": name, "zone": "a"},
+                      ResourceAmounts(8000, 64, 10), ResourceAmounts(8000, 64, 10))
+             for name in ("n1", "n2")]
+    fleet.replace_nodes("c1", infos)
+    cluster = fleet.cluster("c1")
+    assert cluster is not None
+    one, two = (cluster.node(name) for name in ("n1", "n2"))
+    assert one is not None and two is not None
+    assert dict(one.labels) == infos[0].labels and dict(two.labels) == infos[1].labels
+    assert one.info == infos[0] and two.info == infos[1]
+    assert isinstance(one.labels, NodeLabels) and isinstance(two.labels, NodeLabels)
+    assert one.labels.shared is two.labels.shared
+    fleet.reserve("c1", "t1", TaskRequests(1000, 1, 0, 0, 1), ["n2"])   # refiled, same labels
+    assert dict(cluster.node("n2").labels) == infos[1].labels   # type: ignore[union-attr]
+    hostname = parse_selector("kubernetes.io/hostname=n2")
+    assert [n.name for n in cluster.nodes() if hostname.matches(n.labels)] == ["n2"]
