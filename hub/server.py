@@ -19,6 +19,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub import heap
 from hub.agent_service import AgentChannel
 from hub.api import create_app, create_health_app
 from hub.config import HubConfig
@@ -99,6 +100,7 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
         prepared.release_agent_port()
         grpc_server = agent_server(hub, f"{config.host}:{config.agent_port}")
         await grpc_server.start()
+        heap.settle()
     except BaseException:
         await hub.stop()
         raise
