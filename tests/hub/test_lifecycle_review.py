@@ -453,7 +453,9 @@ async def test_stop_writes_what_is_still_queued(tmp_path: Path) -> None:
     try:
         after = await view(second, "late")
         assert after["state"] == "Running"
-        assert [e["kind"] for e in after["events"]] == [
+        # A "Pending" wait may come first when a loaded machine delays east's heartbeats;
+        # what this test guards is that the reports queued behind the slow commit are kept.
+        assert [e["kind"] for e in after["events"] if e["kind"] != "Pending"] == [
             "Submitted", "Placed", "Accepted", "Running"]
     finally:
         await stop_harness(second)
