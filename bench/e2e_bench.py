@@ -28,7 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -189,14 +193,76 @@ def latencies(client: Client, prefix: str, count: int,
     return out, first, last
 
 
+class Profiler:
+    """``py-spy record`` of the hub process while a phase submits and places (``--profile
+    DIR``): collapsed stacks in ``DIR/PHASE.txt``, one line per stack with its sample count,
+    only the thread holding the GIL (the process is GIL-bound). A no-op without ``--profile``."""
+
+    def __init__(self, directory: Path | None, pid: int, name: str) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        if directory is None:
+            return
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        directory.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [spy, "record", "--pid", str(pid), "--rate", "200", "--nonblocking",
+             "--format", "raw", "--threads", "--gil", "-o",
+             str(directory / f"{name}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)   # attached before the phase starts
+
+    def stop(self) -> None:
+        """Stop recording; py-spy writes its file on SIGINT."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(30)
+
+
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) each thread of process ``pid`` has used, by thread name
+    (``/proc``; Linux only, empty elsewhere), plus ``"total"``: a figure of the hub's own
+    cost per task that the load of other processes on the machine hardly moves."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            used = (int(fields[11]) + int(fields[12])) / tick
+            out[name] = out.get(name, 0.0) + used
+            out["total"] = out.get("total", 0.0) + used
+    except OSError:
+        return {}
+    return out
+
+
+def cpu_ms_per_task(before: dict[str, float], after: dict[str, float],
+                    tasks: int) -> dict[str, float]:
+    """Hub CPU milliseconds per task between two ``cpu_seconds`` readings, by thread name
+    (the ones that used at least 1%)."""
+    spent = {k: after[k] - before.get(k, 0.0) for k in after}
+    total = spent.get("total", 0.0)
+    return {k: round(v * 1000 / tasks, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])
+            if total and v >= 0.01 * total}
+
+
 def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse.Namespace,
           prefix: str, count: int, spec: dict[str, Any], rate: float = 0.0) -> dict[str, Any]:
     """Submit ``count`` tasks, wait until all run; throughput, latency, breakdown."""
     before = metrics.scrape()
+    assert stack.hub is not None
+    pid = stack.hub.popen.pid
+    profiler = Profiler(args.profile, pid, prefix)
+    cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
     offered = submit(stack, prefix, count, args.batch, spec, rate, args.submitters)
     wait_for(lambda: metrics.count("Queued") == 0, args.timeout, "every task placed")
     placed = count / (time.perf_counter() - started)
+    wait_for(lambda: metrics.count("Placed") == 0, args.timeout, "every task running")
+    cpu = cpu_ms_per_task(cpu_before, cpu_seconds(pid), count)
+    profiler.stop()
     lat, first, last = latencies(client, prefix, count, args.sample)
     after = metrics.scrape()
     return {
@@ -206,6 +272,7 @@ def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse
         "submit_to_running_p50_ms": round(percentile(lat, 50) * 1000, 1),
         "submit_to_running_p99_ms": round(percentile(lat, 99) * 1000, 1),
         "stages": breakdown(before, after),
+        "hub_cpu_ms_per_task": cpu,
     }
 
 
@@ -252,7 +319,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cpus() -> int:
-    import os
     return len(os.sched_getaffinity(0))
 
 
@@ -277,6 +343,9 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {p['tasks']} | {p['offered_per_s']:,} | "
                      f"{p['placements_per_s']:,} | {p['running_per_s']:,} | "
                      f"{p['submit_to_running_p50_ms']:,} | {p['submit_to_running_p99_ms']:,} |")
+    for name, p in phases:
+        cpu = ", ".join(f"{k} {v}" for k, v in p.get("hub_cpu_ms_per_task", {}).items())
+        lines.append(f"\nHub CPU ms per task, {name} (submit to Running, by thread): {cpu}")
     lines += ["", f"Baselines, same run: grpc.aio stream echo "
               f"{result['baseline_grpc_echo_per_s']:,} msg/s (burst placements = "
               f"{result['placement_vs_echo']:.0%} of it); REST stores "
@@ -317,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=200, help="tasks sampled for latency")
     parser.add_argument("--echo", type=int, default=20_000, help="messages of the echo baseline")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="record the hub with py-spy while each phase submits and places "
+                             "(DIR/job.txt, DIR/half.txt: collapsed stacks)")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 clusters, 200 tasks")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.add_argument("--output", type=Path, default=None,

@@ -280,19 +280,22 @@ class Hub:
         return self._view(None, record)
 
     def _view(self, task: ActiveTask | None, rec: TaskRecord) -> TaskView:
-        rec = task.to_record() if task is not None else rec
+        """An active task as the hub knows it now (read off the task itself: no spec dumped
+        and parsed again), else the stored record."""
+        src: ActiveTask | TaskRecord = task if task is not None else rec
+        spec = task.spec if task is not None else TaskSpec.model_validate(rec.spec)
         hold = self.queueing.hold_for(task) if task is not None else None
         return TaskView(
-            id=rec.id, name=rec.name, state=TaskState(rec.state), cluster=rec.cluster,
-            node=rec.node, generation=rec.generation, queue=rec.queue, priority=rec.priority,
-            message=rec.message, spec=TaskSpec.model_validate(rec.spec), owner=rec.owner,
-            created_at=rec.created_at, updated_at=rec.updated_at, reasons=rec.reasons,
-            scores=[ClusterScore.model_validate(s) for s in rec.scores],
+            id=src.id, name=src.name, state=TaskState(src.state), cluster=src.cluster,
+            node=src.node, generation=src.generation, queue=src.queue, priority=src.priority,
+            message=src.message, spec=spec, owner=src.owner,
+            created_at=src.created_at, updated_at=src.updated_at, reasons=dict(src.reasons),
+            scores=[ClusterScore.model_validate(s) for s in src.scores],
             eviction_rate=self.config.timings.eviction_rate,
             queue_position=hold["position"] if hold else None,
             held_by=hold["held_by"] if hold else None,
-            parts=self.placement.division.views(rec.id),
-            parent=rec.name.rsplit(".", 1)[0] if rec.parent else None,
+            parts=self.placement.division.views(src.id),
+            parent=src.name.rsplit(".", 1)[0] if src.parent else None,
         )
 
     # -- misc -----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 
@@ -40,6 +41,17 @@ log = logging.getLogger(__name__)
 
 MAX_TASKS_PER_CYCLE = 20_000
 SETTLE_SECONDS = 0.02
+PIPELINE_DEPTH = 2   # cycles in flight: one deciding while the one before commits
+
+
+async def _logged(cycle: asyncio.Task[int]) -> None:
+    """Wait for a cycle; a bug must not stop placement for good."""
+    try:
+        await cycle
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("placement cycle failed")
 
 
 def send_all(sessions: Sessions, commands: Sequence[Command]) -> None:
@@ -64,30 +76,45 @@ class PlacementLoop:
         self.metrics = metrics
         self.interval = interval
         self.wake = asyncio.Event()
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()       # decisions: one cycle at a time
+        self._after = asyncio.Lock()      # commit, sends, preemption: in cycle order
         self.division = Division(tasks, self.poke)   # tasks divided across clusters
 
     def poke(self) -> None:
         """Ask for a cycle soon (something changed)."""
         self.wake.set()
 
+    def deciding(self) -> bool:
+        """True while a cycle is making its decisions (not while it waits for its commit)."""
+        return self._lock.locked()
+
     async def run(self) -> None:
-        """Cycle forever: when poked, and at least every ``interval`` seconds."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=self.interval)
-            # Let what woke it settle: a member frees a finished task's node (a delta) just
-            # before it reports the task ended; a cycle between the two would still count the
-            # task in its queue's use and hand the room by a stale fair share.
-            await asyncio.sleep(SETTLE_SECONDS)
-            self.wake.clear()
-            try:
-                await self.cycle()
-            except Exception:  # a bug must not stop placement for good
-                log.exception("placement cycle failed")
+        """Cycle forever: when poked, and at least every ``interval`` seconds.
+
+        Pipelined: a cycle is started while the one before may still wait for its commit
+        (``PIPELINE_DEPTH`` cycles at most in flight); decisions stay one cycle at a time.
+        """
+        inflight: deque[asyncio.Task[int]] = deque()
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.interval)
+                # Let what woke it settle: a member frees a finished task's node (a delta)
+                # just before it reports the task ended; a cycle between the two would still
+                # count the task in its queue's use and hand the room by a stale fair share.
+                await asyncio.sleep(SETTLE_SECONDS)
+                self.wake.clear()
+                while inflight and (inflight[0].done() or len(inflight) >= PIPELINE_DEPTH):
+                    await _logged(inflight.popleft())
+                inflight.append(asyncio.create_task(self.cycle()))
+        finally:
+            for task in inflight:
+                task.cancel()
 
     async def cycle(self) -> int:
-        """One placement cycle; returns how many tasks it placed."""
+        """One placement cycle; returns how many tasks it placed, once their commands went
+        out. Decisions take the decision lock; the commit, the sends and what follows run
+        after it is released, in cycle order, so the next cycle decides meanwhile."""
         async with self._lock:
             started, cycle_at = time.perf_counter(), time.time()
             placed: list[tuple[ActiveTask, PlacementResult]] = []
@@ -131,10 +158,16 @@ class PlacementLoop:
             self.queueing.finish(cycle)
             decided, decided_at = time.perf_counter(), time.time()
             placed += await self.division.store()
-            commands = await self.tasks.commit(placed, waiting, cycle.held)
+            staged = self.tasks.stage(placed, waiting, cycle.held)
+        # Taken before any later cycle can (it decides first): sends keep cycle order.
+        await self._after.acquire()
+        try:
+            commands = await staged.durable()
             if commands:
                 self.metrics.stages.placed(((t.id, t.created_at.timestamp()) for t, _ in placed),
                                            cycle_at, decided_at, time.time())
+            elif placed:
+                self.poke()   # the commit failed: they are Queued again
             send_all(self.sessions, commands)
             send_all(self.sessions, await self.division.settle())
             evictions = await self.queueing.preempt(cycle)
@@ -144,6 +177,8 @@ class PlacementLoop:
             self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),
                                        decided - started)
             return len(commands)
+        finally:
+            self._after.release()
 
     def _scheduler(self, task: ActiveTask) -> Scheduler:
         """The scheduler for the task's own score weights, if it has some."""

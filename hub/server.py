@@ -23,6 +23,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub import heap
 from hub.agent_service import AgentChannel, Auth
 from hub.agentgate import AgentGate
 from hub.api import create_app, create_health_app
@@ -214,6 +215,7 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
             prepared.agent_probe = None       # the gate listens on the socket bound at start
         prepared.release_agent_port()
         listeners = await start_agent_listeners(hub, config, agent_socket)
+        heap.settle()
     except BaseException:
         await hub.stop()
         raise

@@ -54,6 +54,9 @@ class StageClock:
             "fuyao_task_stage_seconds",
             "Where a task's time went from submit to Running, by stage",
             ["stage"], buckets=BUCKETS, registry=registry)
+        # One child per stage, looked up once: ``labels()`` per observation cost ~7% of
+        # the hub's CPU in the e2e bench's burst.
+        self._children = tuple(self.histogram.labels(stage=stage) for stage in STAGES)
         self._open: dict[str, _Journey] = {}
 
     def placed(self, tasks: Iterable[tuple[str, float]], cycle: float, decided: float,
@@ -83,8 +86,8 @@ class StageClock:
         spans = (journey.cycle - journey.submitted, journey.decided - journey.cycle,
                  journey.committed - journey.decided, journey.sent - journey.committed,
                  member - journey.sent, received - member, applied - received)
-        for stage, span in zip(STAGES, spans, strict=True):
-            self.histogram.labels(stage=stage).observe(max(0.0, span))
+        for child, span in zip(self._children, spans, strict=True):
+            child.observe(max(0.0, span))
 
     def forget(self, task_id: str) -> None:
         """Drop a task's journey (it ended or moved before running)."""

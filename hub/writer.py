@@ -29,11 +29,6 @@ class _Batch:
     done: asyncio.Future[None]
 
 
-def _log_failure(done: asyncio.Future[None]) -> None:
-    if not done.cancelled() and done.exception() is not None:
-        log.error("store write failed: %s", done.exception())
-
-
 class StoreWriter:
     """Serializes writes on one thread and merges concurrent ``apply`` calls."""
 
@@ -79,8 +74,9 @@ class StoreWriter:
         must use ``apply`` and wait.
         """
         loop = asyncio.get_running_loop()
+        # No done-callback per batch (one per agent report adds up): a failure is logged
+        # where it happens, in ``_apply_alone``.
         batch = _Batch(list(updates), list(events), list(placements), loop.create_future())
-        batch.done.add_done_callback(_log_failure)
         self._pending.append(batch)
         if not self._flushing:
             self._flushing = True
@@ -118,8 +114,10 @@ class StoreWriter:
             if not b.done.done():
                 b.done.set_result(None)
         except Exception as exc:
+            log.error("store write failed: %s", exc)
             if not b.done.done():
                 b.done.set_exception(exc)
+                b.done.exception()   # logged above: no "never retrieved" warning as well
 
     def close(self) -> None:
         """Wait for queued writes and stop the threads."""

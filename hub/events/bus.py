@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from fuyao.errors import InvalidInput
@@ -84,7 +84,7 @@ class EventBus:
     def publish(self, event: Event) -> Event:
         """Number the event, keep it, wake the readers; returns it with its id."""
         self._last += 1
-        numbered = Event(**{**event.to_dict(), "id": str(self._last)})
+        numbered = replace(event, id=str(self._last))
         self._ring.append(numbered)
         for fn in self._subscribers:
             fn(numbered)

@@ -240,22 +240,37 @@ class Store(IdentityStore, QueueRows):
 
     def add_tasks(self, tasks: Sequence[TaskRecord],
                   events: Sequence[EventRecord]) -> list[TaskRecord]:
-        """Store new tasks and their events, all or nothing; returns them with ``seq`` set."""
+        """Store new tasks and their events, all or nothing; returns them with ``seq`` set.
+
+        The hot path makes no lookups: the unique name and id columns and the events'
+        foreign key refuse what is wrong, and only then are the names and ids looked up, to
+        say which (Conflict naming every taken or repeated name, NotFound naming every
+        event's unknown task).
+        """
         values = [convert.task_values(t) for t in tasks]
         event_values = [convert.event_values(e) for e in events]
-        with self._write(f"add {len(values)} task(s)") as s:
-            _reject_duplicate_names(s, [t.name for t in tasks])
-            conn = s.connection()
-            seqs: list[int] = []
-            if values:
-                inserted = conn.execute(
-                    sa.insert(TASKS).returning(TASKS.c.seq, sort_by_parameter_order=True),
-                    values,
-                )
-                seqs = [int(seq) for seq in inserted.scalars()]
-            _require_tasks(s, [e.task_id for e in events])
-            if event_values:
-                conn.execute(sa.insert(EVENTS), event_values)
+        names = [t.name for t in tasks]
+        if len(set(names)) != len(names):
+            with self._read("check task names") as s:
+                _reject_duplicate_names(s, names)
+        try:
+            with self._write(f"add {len(values)} task(s)") as s:
+                conn = s.connection()
+                seqs: list[int] = []
+                if values:
+                    inserted = conn.execute(
+                        sa.insert(TASKS).returning(TASKS.c.seq, sort_by_parameter_order=True),
+                        values,
+                    )
+                    seqs = [int(seq) for seq in inserted.scalars()]
+                if event_values:
+                    conn.execute(sa.insert(EVENTS), event_values)
+        except Conflict:
+            new = {t.id for t in tasks}
+            with self._read("check task names and ids") as s:
+                _reject_duplicate_names(s, names)
+                _require_tasks(s, [e.task_id for e in events if e.task_id not in new])
+            raise
         if self.on_events is not None and events:
             self.on_events(events, {t.id: t.name for t in tasks})
         return [
@@ -337,28 +352,39 @@ class Store(IdentityStore, QueueRows):
         """Write task updates, events and placements in ONE transaction (a batched commit).
 
         Updates of one task apply in order (a later value wins). NotFound, naming every
-        unknown task id, if any update, event or placement refers to a task not stored.
+        unknown task id, if any update, event or placement refers to a task not stored:
+        found without a lookup on the hot path (the updates' row count and the foreign
+        keys tell), named by one afterwards.
         """
         merged = _merge_updates(updates)
         event_values = [convert.event_values(e) for e in events]
         placement_values = [convert.placement_values(p) for p in placements]
         if not (merged or event_values or placement_values):
             return
-        with self._write(f"apply {len(merged)} update(s), {len(event_values)} event(s)") as s:
-            ids = [*merged, *(e.task_id for e in events), *(p.task_id for p in placements)]
-            _require_tasks(s, ids)
-            conn = s.connection()
-            by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-            for task_id, changes in merged.items():
-                by_keys.setdefault(tuple(sorted(changes)), []).append(
-                    {"_task_id": task_id, **changes})
-            for params in by_keys.values():
-                conn.execute(sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id")),
-                             params)
-            if event_values:
-                conn.execute(sa.insert(EVENTS), event_values)
-            if placement_values:
-                conn.execute(sa.insert(PLACEMENTS), placement_values)
+        ids = [*merged, *(e.task_id for e in events), *(p.task_id for p in placements)]
+        try:
+            with self._write(f"apply {len(merged)} update(s), {len(event_values)} "
+                             "event(s)") as s:
+                conn = s.connection()
+                by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+                for task_id, changes in merged.items():
+                    by_keys.setdefault(tuple(sorted(changes)), []).append(
+                        {"_task_id": task_id, **changes})
+                updated = 0
+                for params in by_keys.values():
+                    updated += conn.execute(
+                        sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id")),
+                        params).rowcount
+                if updated != len(merged):
+                    _require_tasks(s, merged)
+                if event_values:
+                    conn.execute(sa.insert(EVENTS), event_values)
+                if placement_values:
+                    conn.execute(sa.insert(PLACEMENTS), placement_values)
+        except Conflict:
+            with self._read("check task ids") as s:
+                _require_tasks(s, ids)
+            raise
         if self.on_events is not None and events:
             self.on_events(events, {})
 

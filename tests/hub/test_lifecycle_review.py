@@ -185,13 +185,13 @@ async def test_tasks_requeued_by_a_removal_are_not_placed_back_on_that_cluster(
     await h.api.post("/api/v1/tasks", json={"name": "orphan", "gpu": 1})
     await east.expect("place")
     seen: list[str] = []
-    commit = h.hub.tasks.commit
+    stage = h.hub.tasks.stage     # what a placement cycle hands its decisions to
 
-    async def watched(placed: Any, waiting: Any, held: Any = ()) -> Any:
+    def watched(placed: Any, waiting: Any, held: Any = ()) -> Any:
         seen.extend(f"{t.name}->{r.cluster}" for t, r in [*placed, *waiting])
-        return await commit(placed, waiting, held)
+        return stage(placed, waiting, held)
 
-    h.hub.tasks.commit = watched  # type: ignore[method-assign]
+    h.hub.tasks.stage = watched  # type: ignore[method-assign]
     deleting = gate(h, gates, "delete_cluster", lambda *_: True)
     removal = asyncio.create_task(h.api.delete("/api/v1/clusters/east"))
     await until(deleting.entered.is_set)
