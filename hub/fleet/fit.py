@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.errors import Conflict
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
@@ -66,8 +67,14 @@ _MISS_NO_MATCH = Miss(MissKind.NO_MATCH)
 
 def find_fit(
     cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
+    least_overqualified: bool = False,
 ) -> Fit | Miss:
-    """Nodes for every replica, or the reason there are none (``key`` = selector text)."""
+    """Nodes for every replica, or the reason there are none (``key`` = selector text).
+
+    ``least_overqualified``: take the lowest catalog rank among the models where some node
+    fits (models outside the headroom reserve first, unranked after ranked), the tightest
+    node of that model; False (``tightest``): the tightest node of any model.
+    """
     if cluster.schedulable_nodes == 0:
         return _MISS_NO_NODES
     found = cluster.matching(selector, key)
@@ -79,8 +86,11 @@ def find_fit(
         return quick or _assign(_cpu_candidates(found, requests), requests, selector, None)
     usable = _usable(found, requests)
     models = _by_room(cluster, usable, requests)
+    if least_overqualified:
+        models = _by_rank(cluster, models, requests)
     if single:
-        quick = _tightest_fit(cluster, usable, models, requests)
+        quick = (_lowest_rank_fit(usable, models, requests) if least_overqualified
+                 else _tightest_fit(cluster, usable, models, requests))
         if quick is not None:
             return quick
     best = _MISS_GPU
@@ -164,6 +174,30 @@ def _by_room(
         return (total - used - need) / total if total else float("-inf")
 
     return sorted(models, key=lambda m: (-room(m), m))
+
+
+def _by_rank(cluster: ClusterInfo, models: list[str], requests: TaskRequests) -> list[str]:
+    """``models`` outside the headroom reserve first, then by catalog rank (unranked last);
+    ties keep ``models``' order."""
+    need = requests.gpu_milli * requests.replicas
+
+    def key(model: str) -> tuple[bool, bool, int]:
+        rank = DEFAULT_CATALOG.rank(model)
+        return (_in_reserve(cluster, model, need), rank is None, rank or 0)
+
+    return sorted(models, key=key)
+
+
+def _lowest_rank_fit(
+    usable: Sequence[tuple[str, ClassIndex]], models: Sequence[str], requests: TaskRequests,
+) -> Fit | None:
+    """One replica on the tightest node of the first model in ``models`` where one fits."""
+    for model in models:
+        found = (_first_card_fit(usable, model, requests) if requests.gpu_milli >= WHOLE
+                 else _first_share_fit(usable, model, requests))
+        if found is not None:
+            return found[1]
+    return None
 
 
 def _first_cpu_fit(found: Matches, requests: TaskRequests) -> Fit | None:
