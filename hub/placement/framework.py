@@ -94,10 +94,12 @@ class CycleState:
     filter); ``read``/``write`` hold anything else a plugin computes once per decision.
     """
 
-    __slots__ = ("_data", "_feasible", "_list_feasible", "fits")
+    __slots__ = ("_data", "_feasible", "_list_feasible", "fits", "least_overqualified")
 
-    def __init__(self) -> None:
+    def __init__(self, least_overqualified: bool = False) -> None:
         self.fits: dict[str, Fit | Miss] = {}
+        self.least_overqualified = least_overqualified
+        """The profile's ``model_choice``: the fit search's model order inside a cluster."""
         self._feasible: Sequence[ClusterInfo] = ()
         self._list_feasible: Callable[[], Sequence[ClusterInfo]] | None = None
         self._data: dict[str, object] = {}

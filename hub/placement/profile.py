@@ -27,7 +27,12 @@ import yaml
 from fuyao.errors import InvalidInput
 from hub.placement.registry import DEFAULT_REGISTRY, Registry
 
-_SECTIONS = ("filters", "scores", "reserves")
+_SECTIONS = ("filters", "scores", "reserves", "model_choice")
+LEAST_OVERQUALIFIED = "least-overqualified"
+"""Inside a cluster, the lowest-ranked model that fits, then its tightest node."""
+TIGHTEST = "tightest"
+"""Inside a cluster, the tightest node of any model that fits (packs; the trace policies)."""
+MODEL_CHOICES = (LEAST_OVERQUALIFIED, TIGHTEST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +45,12 @@ class ScoreEntry:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Ordered filter, score (weighted) and reserve plugin names."""
+    """Ordered filter, score (weighted) and reserve plugin names, and the model choice."""
 
     filters: tuple[str, ...]
     scores: tuple[ScoreEntry, ...]
     reserves: tuple[str, ...] = ("FleetReservation",)
+    model_choice: str = LEAST_OVERQUALIFIED
 
     @classmethod
     def from_config(
@@ -65,7 +71,11 @@ class Profile:
                   if "scores" in config else DEFAULT_PROFILE.scores)
         reserves = (_names(config["reserves"], "reserves", registry)
                     if "reserves" in config else DEFAULT_PROFILE.reserves)
-        return cls(filters, scores, reserves)
+        choice = config.get("model_choice", DEFAULT_PROFILE.model_choice)
+        if choice not in MODEL_CHOICES:
+            raise InvalidInput(f"placement profile: model_choice {choice!r} must be one of "
+                               f"{', '.join(MODEL_CHOICES)}")
+        return cls(filters, scores, reserves, str(choice))
 
     @classmethod
     def from_yaml(cls, text: str, registry: Registry = DEFAULT_REGISTRY) -> Profile:
@@ -82,6 +92,7 @@ class Profile:
             "filters": list(self.filters),
             "scores": [{"name": s.name, "weight": s.weight} for s in self.scores],
             "reserves": list(self.reserves),
+            "model_choice": self.model_choice,
         }
 
 
@@ -139,6 +150,7 @@ DEFAULT_PROFILE = Profile(
             ScoreEntry("AcceleratorFit", 3.0), ScoreEntry("LeastOverqualified", 2.0),
             ScoreEntry("ClusterAffinity", 3.0), ScoreEntry("TaintToleration", 3.0)),
     reserves=("FleetReservation",),
+    model_choice=LEAST_OVERQUALIFIED,
 )
 """Ready clusters whose nodes match and fit, outside the reserve; weight first, then room.
 
@@ -148,10 +160,12 @@ AcceleratorFit's x3 outweighs them (a tie goes to the first name); lower it to t
 preference against cluster weights. It is neutral for GPU tasks.
 
 LeastOverqualified (x2) keeps a task off better hardware than it asked for when lesser
-hardware is free elsewhere (weight 0 switches it off); ClusterAffinity (filter: the task's
-required ``cluster_selector``; score x3: its ``cluster_preference``) is neutral for tasks that
-state neither. ``Pack`` is registered but not listed: a task's ``score_weights`` (or another
-profile) brings it in to pack instead of spread.
+hardware is free elsewhere (weight 0 switches it off), and ``model_choice:
+least-overqualified`` does the same inside a cluster (``tightest`` packs instead);
+ClusterAffinity (filter: the task's required ``cluster_selector``; score x3: its
+``cluster_preference``) is neutral for tasks that state neither. ``Pack`` is registered but
+not listed: a task's ``score_weights`` (or another profile) brings it in to pack instead of
+spread.
 
 (NodeFit already rejects clusters where no node matches the selector, with TaskSelector's
 reason, so TaskSelector is for profiles that want label matching without capacity.)"""

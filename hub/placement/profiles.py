@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from hub.placement.profile import DEFAULT_PROFILE, Profile, ScoreEntry
+from hub.placement.profile import DEFAULT_PROFILE, TIGHTEST, Profile, ScoreEntry
 
 _FILTERS = DEFAULT_PROFILE.filters
 _RESERVES = DEFAULT_PROFILE.reserves
@@ -30,10 +30,12 @@ FGD_PROFILE = Profile(
     filters=("ClusterReady", "ClusterAffinity", "NodeFit", "Fragmentation", "Headroom"),
     scores=(ScoreEntry("Fragmentation", 1.0), ScoreEntry("AcceleratorFit", 1.0)),
     reserves=_RESERVES,
+    model_choice=TIGHTEST,
 )
-RANDOM_PROFILE = Profile(_FILTERS, (ScoreEntry("RandomCluster"),), _RESERVES)
-STATIC_WEIGHT_PROFILE = Profile(_FILTERS, (ScoreEntry("StaticWeight"),), _RESERVES)
-DYNAMIC_WEIGHT_PROFILE = Profile(_FILTERS, (ScoreEntry("DynamicWeight"),), _RESERVES)
+# The trace policies pack inside a cluster as the FGD experiment's members do.
+RANDOM_PROFILE = Profile(_FILTERS, (ScoreEntry("RandomCluster"),), _RESERVES, TIGHTEST)
+STATIC_WEIGHT_PROFILE = Profile(_FILTERS, (ScoreEntry("StaticWeight"),), _RESERVES, TIGHTEST)
+DYNAMIC_WEIGHT_PROFILE = Profile(_FILTERS, (ScoreEntry("DynamicWeight"),), _RESERVES, TIGHTEST)
 
 PROFILES = MappingProxyType({
     "default": DEFAULT_PROFILE,

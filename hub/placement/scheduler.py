@@ -46,7 +46,7 @@ from hub.placement.framework import (
     Status,
 )
 from hub.placement.plugins.node_fit import fit_for
-from hub.placement.profile import DEFAULT_PROFILE, Profile
+from hub.placement.profile import DEFAULT_PROFILE, LEAST_OVERQUALIFIED, Profile
 from hub.placement.ranking import Column, Ranking
 from hub.placement.registry import DEFAULT_REGISTRY, Registry
 from hub.placement.result import FitError, PlacementResult, ScoreTable
@@ -68,6 +68,7 @@ class Scheduler:
     ) -> None:
         self.fleet = fleet
         self.profile = profile
+        self._least_overqualified = profile.model_choice == LEAST_OVERQUALIFIED
         plugins = _Plugins(registry, Handle(fleet, headroom_priority))
         self._filters = tuple(
             (name, cast(FilterPlugin, plugins.get(name, "filter"))) for name in profile.filters
@@ -109,7 +110,7 @@ class Scheduler:
 
     def schedule(self, req: PlacementRequest) -> PlacementResult:
         """Filter -> score -> select. Reserves nothing."""
-        ctx = CycleState()
+        ctx = CycleState(self._least_overqualified)
         clusters = self.fleet.ordered
         judged, errors = self._find_feasible(ctx, req, clusters)
         ctx.defer_feasible(judged.passed)

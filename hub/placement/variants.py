@@ -70,4 +70,4 @@ def with_weights(profile: Profile, weights: Mapping[str, float]) -> Profile:
     scores = [ScoreEntry(e.name, float(weights.get(e.name, e.weight))) for e in profile.scores]
     scores += [ScoreEntry(name, float(weights[name])) for name in sorted(weights)
                if name not in listed]
-    return Profile(profile.filters, tuple(scores), profile.reserves)
+    return Profile(profile.filters, tuple(scores), profile.reserves, profile.model_choice)

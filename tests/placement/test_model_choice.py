@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import pytest
 
+from fuyao.errors import InvalidInput
 from fuyao.inventory import NodeInfo
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskRequests
 from hub.fleet import Fit, Miss, find_fit
+from hub.placement import Scheduler
+from hub.placement.profile import DEFAULT_PROFILE, Profile
+from hub.placement.profiles import FGD_PROFILE
 
-from .builders import fleet_of, node, requests
+from .builders import fleet_of, node, place, requests
 
 _H100_TIGHT = node("h1", "H100", 8, free_milli=[1000] + [0] * 7)
 _V100_FREE = node("v1", "V100", 8)
@@ -58,3 +62,23 @@ def test_model_choice(nodes: list[NodeInfo], selector: str, r: TaskRequests,
                       headroom: float, least: Fit | Miss, tight: Fit | Miss) -> None:
     assert search(nodes, selector, r, True, headroom) == least
     assert search(nodes, selector, r, False, headroom) == tight
+
+
+@pytest.mark.parametrize(("profile", "wanted"), [
+    (DEFAULT_PROFILE, ("v1", "V100")),
+    (Profile.from_config({"model_choice": "tightest"}), ("h1", "H100")),
+    (FGD_PROFILE, ("h1", "H100")),
+], ids=["default-least-overqualified", "configured-tightest", "fgd-packs"])
+def test_the_profile_chooses_the_model_inside_a_cluster(
+    profile: Profile, wanted: tuple[str, str],
+) -> None:
+    """With V100s free, a V100-capable task does not take an H100 under the default profile;
+    ``model_choice: tightest`` (and the packing trace profiles) take the tighter H100."""
+    fleet = fleet_of({"c1": [_H100_TIGHT, _V100_FREE]}, headroom=0.0)
+    result = Scheduler(fleet, profile).schedule(place("t1", "gpu-model>=V100", gpu_milli=1000))
+    assert (result.cluster, result.nodes[0], result.model) == ("c1", *wanted)
+
+
+def test_an_unknown_model_choice_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="model_choice 'best' must be one of"):
+        Profile.from_config({"model_choice": "best"})

@@ -156,9 +156,9 @@ def test_a_search_reruns_only_when_nodes_it_read_change(monkeypatch: pytest.Monk
                             node("v1", "V100", 8), node("c1")]})
     searched: list[str] = []
 
-    def counting(*args: object) -> object:
+    def counting(*args: object, **kwargs: bool) -> object:
         searched.append(str(args[1]))
-        return find_fit(*args)   # type: ignore[arg-type]
+        return find_fit(*args, **kwargs)   # type: ignore[arg-type]
 
     monkeypatch.setattr(node_fit, "find_fit", counting)
     scheduler = Scheduler(fleet)

@@ -53,7 +53,8 @@ def fit_for(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Fit
     """The fit search's answer for this cluster, computed once per decision."""
     found = ctx.fits.get(cluster.name)
     if found is None:
-        found = find_fit(cluster, req.selector, req.selector_key, req.requests)
+        found = find_fit(cluster, req.selector, req.selector_key, req.requests,
+                         least_overqualified=ctx.least_overqualified)
         ctx.fits[cluster.name] = found
     return found
 
