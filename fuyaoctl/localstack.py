@@ -31,6 +31,17 @@ def free_port() -> int:
         return port
 
 
+def _distinct_port(taken: set[int]) -> int:
+    """A free port not in ``taken`` (added to it): the kernel may hand a just-closed port
+    out again, and the hub refuses equal ports."""
+    for _ in range(100):
+        port = free_port()
+        if port not in taken:
+            taken.add(port)
+            return port
+    raise FuyaoError("no free distinct TCP port on 127.0.0.1")
+
+
 def port_free(port: int) -> bool:
     """True if nothing listens on 127.0.0.1:``port``."""
     with socket.socket() as s:
@@ -99,10 +110,12 @@ class LocalStack:
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "logs").mkdir(exist_ok=True)
-        self.api_port = self.api_port or free_port()
-        self.agent_port = self.agent_port or free_port()
-        self.health_port = self.health_port or free_port()
-        self.register_port = self.register_port or free_port()
+        taken = {p for p in (self.api_port, self.agent_port, self.health_port,
+                             self.register_port) if p}
+        self.api_port = self.api_port or _distinct_port(taken)
+        self.agent_port = self.agent_port or _distinct_port(taken)
+        self.health_port = self.health_port or _distinct_port(taken)
+        self.register_port = self.register_port or _distinct_port(taken)
 
     @property
     def url(self) -> str:
