@@ -9,12 +9,12 @@ files into its buckets and the fit search (``hub.fleet.fit``) reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import attrgetter
 from types import MappingProxyType
-from typing import overload
+from typing import TypeVar, overload
 
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 
@@ -312,15 +312,21 @@ _amounts_seen: dict[ResourceAmounts, ResourceAmounts] = {}
 
 def _shared_amounts(amounts: ResourceAmounts) -> ResourceAmounts:
     """The one kept ``ResourceAmounts`` equal to ``amounts`` (node sizes repeat)."""
-    found = _amounts_seen.get(amounts)
-    if found is None:
-        if len(_amounts_seen) >= _SHARED_KEPT:
-            _amounts_seen.clear()
-        found = _amounts_seen[amounts] = amounts
-    return found
+    return _interned(_amounts_seen, amounts)
 
 
 _SHARED_KEPT = 65_536
+_K = TypeVar("_K", bound=Hashable)
+
+
+def _interned(seen: dict[_K, _K], value: _K) -> _K:
+    """The one kept object equal to ``value`` in ``seen`` (at most ``_SHARED_KEPT`` kept)."""
+    found = seen.get(value)
+    if found is None:
+        if len(seen) >= _SHARED_KEPT:
+            seen.clear()
+        found = seen[value] = value
+    return found
 _shared_maps: dict[tuple[tuple[str, int], ...], Mapping[str, int]] = {}
 
 
@@ -329,12 +335,7 @@ _frees_seen: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 def _shared_frees(frees: tuple[int, ...]) -> tuple[int, ...]:
     """The one kept tuple equal to ``frees`` (whole free cards repeat on most nodes)."""
-    found = _frees_seen.get(frees)
-    if found is None:
-        if len(_frees_seen) >= _SHARED_KEPT:
-            _frees_seen.clear()
-        found = _frees_seen[frees] = frees
-    return found
+    return _interned(_frees_seen, frees)
 
 
 def _shared(counts: dict[str, int]) -> Mapping[str, int]:
