@@ -23,6 +23,7 @@ schedulable" change.
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -324,6 +325,65 @@ class ClusterInfo:
             return
         self._file(NodeState(info, self._holds.get(info.name)), old)
 
+    def _put_all(self, infos: Iterable[NodeInfo]) -> None:
+        """File a whole inventory into a cluster that holds no node (an agent's first report).
+
+        The view ends as ``_put`` node by node leaves it (same states, groups, buckets and
+        their order, sums): the label group is looked up once per distinct label set, the
+        sums are added once per cluster, and the versions move once, not once per node.
+        """
+        if self._nodes:
+            raise ValueError(f"cluster {self.name}: _put_all needs a cluster without nodes")
+        collecting = gc.isenabled()
+        if collecting:   # it makes no cycles: the collector's passes over them are waste
+            gc.disable()
+        try:
+            self._file_all(infos)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _file_all(self, infos: Iterable[NodeInfo]) -> None:
+        holds, ignore, groups = self._holds, self._ignore, self._groups
+        nodes, node_group = self._nodes, self._node_group
+        by_labels: dict[tuple[tuple[str, str], ...], Group] = {}
+        added: list[NodeState] = []
+        for info in infos:
+            new = NodeState(info, holds.get(info.name) if holds else None)
+            labels = info.labels
+            if type(labels) is dict:
+                hit = ignore.intersection(labels) if ignore else ()
+                own: tuple[tuple[str, str], ...]
+                if not hit:
+                    rest, own = labels, ()
+                elif len(hit) == 1:
+                    [own_key] = hit
+                    own = ((own_key, labels[own_key]),)
+                    rest = labels.copy()
+                    del rest[own_key]
+                else:
+                    own = tuple(kv for kv in labels.items() if kv[0] in ignore)
+                    rest = {k: v for k, v in labels.items() if k not in ignore}
+                seen = tuple(rest.items())
+                group = by_labels.get(seen)
+                if group is None:
+                    key = frozenset(seen)
+                    group = groups.get(key)
+                    if group is None:
+                        group = groups[key] = Group(key)
+                    by_labels[seen] = group
+                new.labels = NodeLabels(group.labels, group.key, ignore, own)
+            else:   # a Mapping of another kind: as _file files it
+                group = self._group_for(new)
+            group.add(new)
+            nodes[new.name] = new
+            node_group[new.name] = group
+            added.append(new)
+        if added:
+            self.layout_version = next(_TICKS)
+            self._account_all(added)
+            self._bump()
+
     def _drop(self, name: str) -> None:
         old = self._nodes.pop(name, None)
         if old is None:
@@ -356,19 +416,9 @@ class ClusterInfo:
     def _file(self, new: NodeState, old: NodeState | None) -> None:
         """File a node, in place of ``old`` if given: nothing is deleted before it is back,
         so a node refiled in its own group leaves the layout as it was."""
-        labels = new.labels
-        if isinstance(labels, NodeLabels) and labels.ignored is self._ignore:
-            key = labels.key                     # a refile (hold): the labels did not change
-        else:
-            key = frozenset(kv for kv in labels.items() if kv[0] not in self._ignore)
-        group = self._groups.get(key)
-        changed = group is None
-        if group is None:
-            group = self._groups[key] = Group(key)
-        if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
-            # the group's labels, shared, plus the node's own (per-node keys)
-            new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
-                kv for kv in labels.items() if kv[0] in self._ignore))
+        groups_before = len(self._groups)
+        group = self._group_for(new)
+        changed = len(self._groups) != groups_before
         old_group = group if old is None else self._node_group[old.name]
         marks = self._layout_marks(group, old_group)
         if old is not None:
@@ -382,6 +432,23 @@ class ClusterInfo:
             changed |= self._tidy(old_group, old)
         self._settle(changed, marks, group, old_group)
         self._bump()
+
+    def _group_for(self, new: NodeState) -> Group:
+        """The label group of a node (made if new); the node's labels become the group's,
+        shared, plus its own per-node keys."""
+        labels = new.labels
+        if isinstance(labels, NodeLabels) and labels.ignored is self._ignore:
+            key = labels.key                     # a refile (hold): the labels did not change
+        else:
+            key = frozenset(kv for kv in labels.items() if kv[0] not in self._ignore)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(key)
+        if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
+            # the group's labels, shared, plus the node's own (per-node keys)
+            new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
+                kv for kv in labels.items() if kv[0] in self._ignore))
+        return group
 
     def _tidy(self, group: Group, old: NodeState) -> bool:
         """Drop what ``old`` left empty in its group (or the group); True if anything went."""
@@ -432,6 +499,62 @@ class ClusterInfo:
             totals = self._totals.get(model)
             if totals is not None and totals.nodes == 0 and totals.devices == 0:
                 del self._totals[model]
+
+    def _account_all(self, added: list[NodeState]) -> None:
+        """``_account(node, 1)`` for each of ``added`` in turn, summed before it is stored:
+        the same totals, rows made in the same order, one tick for the models touched."""
+        cpu_total = cpu_used = memory_total = memory_used = schedulable_nodes = 0
+        touched: dict[str, None] = {}
+        row_for = self._row
+        for node in added:
+            alloc = node.alloc
+            a_cpu, a_mem = alloc.cpu_milli, alloc.memory_mib
+            u_cpu = a_cpu - node.cpu
+            u_cpu = u_cpu if u_cpu > 0 else 0
+            u_mem = a_mem - node.mem
+            u_mem = u_mem if u_mem > 0 else 0
+            model_devices = node.model_devices
+            if model_devices:
+                touched.update(dict.fromkeys(model_devices))
+            else:
+                touched[NO_MODEL] = None
+            row = row_for(node.primary)
+            row.nodes += 1
+            row.cpu_total += a_cpu
+            row.cpu_used += u_cpu
+            row.mem_total += a_mem
+            row.mem_used += u_mem
+            if node.schedulable:
+                cpu_total += a_cpu
+                cpu_used += u_cpu
+                memory_total += a_mem
+                memory_used += u_mem
+                schedulable_nodes += 1
+                for model, count in model_devices.items():
+                    dev_row = row_for(model)
+                    dev_row.devices += count
+                    dev_row.used_milli += node.model_used[model]
+            else:
+                row.off_cpu_total += a_cpu
+                row.off_cpu_used += u_cpu
+                row.off_mem_total += a_mem
+                row.off_mem_used += u_mem
+                for model, count in model_devices.items():
+                    dev_row = row_for(model)
+                    used = node.model_used[model]
+                    dev_row.devices += count
+                    dev_row.used_milli += used
+                    dev_row.off_devices += count
+                    dev_row.off_used_milli += used
+        self.cpu_total += cpu_total
+        self.cpu_used += cpu_used
+        self.memory_total += memory_total
+        self.memory_used += memory_used
+        self.schedulable_nodes += schedulable_nodes
+        tick = next(_TICKS)
+        versions = self.model_versions
+        for model in touched:
+            versions[model] = tick
 
     def _row(self, model: str) -> ModelTotals:
         row = self._totals.get(model)
