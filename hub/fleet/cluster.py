@@ -125,6 +125,36 @@ class Group:
             index.add(node, slot)
         return created
 
+    def add_all(self, nodes: Iterable[NodeState]) -> None:
+        """``add`` each node in turn (the same buckets, filled in the same order), with the
+        group's fields read once and the sums added once."""
+        own, buckets, classes = self.nodes, self.cpu_buckets, self.classes
+        top, gpu_nodes, free_cpu = self.cpu_top, 0, 0
+        last = _CPU_BUCKETS - 1
+        for node in nodes:
+            name = node.name
+            own[name] = node
+            node_classes = node.classes
+            if node_classes:
+                gpu_nodes += 1
+            if not node.schedulable:
+                continue
+            cpu = node.cpu
+            bucket = cpu.bit_length()
+            if bucket > last:
+                bucket = last
+            buckets[bucket][name] = node
+            if bucket > top:
+                top = bucket
+            free_cpu += cpu
+            for cls, slot in node_classes.items():
+                index = classes.get(cls)
+                if index is None:
+                    index = classes[cls] = ClassIndex(cls)
+                index.add(node, slot)
+        self.cpu_top, self.gpu_nodes, self.free_cpu = top, self.gpu_nodes + gpu_nodes, (
+            self.free_cpu + free_cpu)
+
     def remove(self, node: NodeState) -> None:
         """Take out a node added before; its emptied class indexes stay until ``tidy``."""
         del self.nodes[node.name]
@@ -348,6 +378,7 @@ class ClusterInfo:
         nodes, node_group = self._nodes, self._node_group
         by_labels: dict[tuple[tuple[str, str], ...], Group] = {}
         added: list[NodeState] = []
+        filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
         for info in infos:
             new = NodeState(info, holds.get(info.name) if holds else None)
             labels = info.labels
@@ -375,10 +406,17 @@ class ClusterInfo:
                 new.labels = NodeLabels(group.labels, group.key, ignore, own)
             else:   # a Mapping of another kind: as _file files it
                 group = self._group_for(new)
-            group.add(new)
+            into = filed.get(group)
+            if into is None:
+                into = filed[group] = []
+            into.append(new)
             nodes[new.name] = new
             node_group[new.name] = group
             added.append(new)
+        # A group's buckets hold only its own nodes: filing group by group, each in report
+        # order, fills every bucket in the order filing node by node does.
+        for group, members in filed.items():
+            group.add_all(members)
         if added:
             self.layout_version = next(_TICKS)
             self._account_all(added)

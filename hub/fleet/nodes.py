@@ -364,13 +364,19 @@ def _counts(frees: tuple[int, ...]) -> tuple[int, int]:
     return found
 
 
-_amounts_seen: dict[ResourceAmounts, ResourceAmounts] = {}
+_amounts_seen: dict[tuple[int, int, int], ResourceAmounts] = {}
 _classes_seen: dict[DeviceClass, DeviceClass] = {}
 
 
 def _shared_amounts(amounts: ResourceAmounts) -> ResourceAmounts:
     """The one kept ``ResourceAmounts`` equal to ``amounts`` (node sizes repeat)."""
-    return _interned(_amounts_seen, amounts)
+    key = (amounts.cpu_milli, amounts.memory_mib, amounts.pods)   # hashed without a call
+    found = _amounts_seen.get(key)
+    if found is None:
+        if len(_amounts_seen) >= _SHARED_KEPT:
+            _amounts_seen.clear()
+        found = _amounts_seen[key] = amounts
+    return found
 
 
 _SHARED_KEPT = 65_536
