@@ -23,7 +23,6 @@ schedulable" change.
 
 from __future__ import annotations
 
-import gc
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +31,16 @@ from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
-from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeLabels, NodeState
+from hub.fleet.nodes import (
+    NO_MODEL,
+    WHOLE,
+    ClassSlot,
+    DeviceClass,
+    Hold,
+    NodeLabels,
+    NodeState,
+    collector_paused,
+)
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48
@@ -176,6 +184,11 @@ class Group:
         return bool(empty)
 
 
+def _same(value: str, name: str) -> str:
+    """``name`` when ``value`` equals it (a hostname label is the node's name): one copy."""
+    return name if value == name else value
+
+
 def cpu_bucket(cpu_milli: int) -> int:
     """The cpu bucket of a free amount: its bit length, so higher buckets hold strictly more."""
     return min(cpu_milli.bit_length(), _CPU_BUCKETS - 1)
@@ -256,6 +269,8 @@ class ClusterInfo:
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
         self.schedulable_nodes = 0
         self._ignore = ignore_keys
+        # the one copy of each per-node key (reports decoded from the wire bring their own)
+        self._ignore_keys = {key: key for key in ignore_keys}
         self._memo = memo
         self._nodes: dict[str, NodeState] = {}
         self._node_group: dict[str, Group] = {}
@@ -364,17 +379,11 @@ class ClusterInfo:
         """
         if self._nodes:
             raise ValueError(f"cluster {self.name}: _put_all needs a cluster without nodes")
-        collecting = gc.isenabled()
-        if collecting:   # it makes no cycles: the collector's passes over them are waste
-            gc.disable()
-        try:
+        with collector_paused():
             self._file_all(infos)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _file_all(self, infos: Iterable[NodeInfo]) -> None:
-        holds, ignore, groups = self._holds, self._ignore, self._groups
+        holds, ignore, keys, groups = self._holds, self._ignore, self._ignore_keys, self._groups
         nodes, node_group = self._nodes, self._node_group
         by_labels: dict[tuple[tuple[str, str], ...], Group] = {}
         added: list[NodeState] = []
@@ -389,11 +398,12 @@ class ClusterInfo:
                     rest, own = labels, ()
                 elif len(hit) == 1:
                     [own_key] = hit
-                    own = ((own_key, labels[own_key]),)
+                    own = ((keys[own_key], _same(labels[own_key], new.name)),)
                     rest = labels.copy()
                     del rest[own_key]
                 else:
-                    own = tuple(kv for kv in labels.items() if kv[0] in ignore)
+                    own = tuple((keys[k], _same(v, new.name))
+                                for k, v in labels.items() if k in ignore)
                     rest = {k: v for k, v in labels.items() if k not in ignore}
                 seen = tuple(rest.items())
                 group = by_labels.get(seen)
@@ -484,8 +494,9 @@ class ClusterInfo:
             group = self._groups[key] = Group(key)
         if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
             # the group's labels, shared, plus the node's own (per-node keys)
+            keys = self._ignore_keys
             new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
-                kv for kv in labels.items() if kv[0] in self._ignore))
+                (keys[k], _same(v, new.name)) for k, v in labels.items() if k in keys))
         return group
 
     def _tidy(self, group: Group, old: NodeState) -> bool:
