@@ -96,6 +96,8 @@ def node_to_proto(node: NodeInfo) -> pb.Node:
 
 def node_from_proto(msg: pb.Node) -> NodeInfo:
     """A node from the wire."""
-    return NodeInfo(msg.name, dict(msg.labels), _resources_from_proto(msg.allocatable),
+    labels = msg.labels   # read key by key: dict(labels) iterates through a Python KeysView
+    return NodeInfo(msg.name, {key: labels[key] for key in labels},
+                    _resources_from_proto(msg.allocatable),
                     _resources_from_proto(msg.free), tuple(map(_device_from_proto, msg.devices)),
                     msg.unschedulable)
