@@ -9,7 +9,9 @@ node states. What a report itself costs is measured on the first cluster's (``tr
 
 It reports the resident set (RSS) before and after, the process's peak, the hub's bytes per
 node, the seconds spent generating and ingesting (wall and CPU, and how much of each the
-cyclic garbage collector took). Generation runs with the collector paused (its passes would
+cyclic garbage collector took). The collector is set as the hub process sets it
+(``hub.heap.settle``: what is loaded frozen, larger thresholds; ``--default-gc`` keeps
+CPython's). Generation runs with the collector paused (its passes would
 walk the whole fleet built so far: the bench's cost, not the hub's); the one pass it defers
 runs as generation ends and is counted there. Then it times a few hundred decisions
 on the built fleet so a memory saving is never bought with speed unseen. One process per
@@ -47,6 +49,7 @@ from placement_bench import NODE_KINDS, make_node, make_requests  # beside this 
 from fuyao.inventory import NodeInfo, node_from_proto, node_to_proto
 from fuyao.spec import ClusterState
 from fuyao.wire.v1 import agent_pb2 as pb
+from hub import heap
 from hub.fleet import FleetView, collector_paused
 from hub.placement import Scheduler
 
@@ -131,6 +134,8 @@ class CollectorClock:
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
+    if not args.default_gc:
+        heap.settle()   # the collector's settings the hub process runs with (hub.server)
     rng = random.Random(args.seed)
     total_nodes = args.clusters * args.nodes
     per_report = report_bytes(random.Random(args.seed), args.nodes)
@@ -182,6 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     return {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
         "all_reports_kept": args.all_reports, "from_wire": args.from_wire,
+        "collector": "CPython defaults" if args.default_gc else "hub.heap.settle",
         "rss_base_mib": round(base / MIB, 1),
         "rss_after_fleet_mib": round(after_fleet / MIB, 1),
         "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
@@ -213,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from-wire", action="store_true",
                         help="encode each cluster's reports as the agent does and time their "
                              "decoding as part of the ingest")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="keep CPython's collector thresholds instead of the hub's "
+                             "(hub.heap.settle: freeze what is loaded, larger thresholds)")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)
