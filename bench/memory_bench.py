@@ -161,6 +161,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             ingest_encoded(fleet, name, raw)
         else:
             fleet.replace_nodes(name, nodes)
+        if args.freeze:   # an experiment, not what the hub does: see --freeze
+            gc.freeze()
         fleet_s += time.perf_counter() - t1
         fleet_cpu += time.process_time() - c1
         fleet_gc += collector.total - g1
@@ -187,7 +189,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     return {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
         "all_reports_kept": args.all_reports, "from_wire": args.from_wire,
-        "collector": "CPython defaults" if args.default_gc else "hub.heap.settle",
+        "collector": ("CPython defaults" if args.default_gc else "hub.heap.settle")
+                     + (", frozen after each cluster" if args.freeze else ""),
         "rss_base_mib": round(base / MIB, 1),
         "rss_after_fleet_mib": round(after_fleet / MIB, 1),
         "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
@@ -222,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's collector thresholds instead of the hub's "
                              "(hub.heap.settle: freeze what is loaded, larger thresholds)")
+    parser.add_argument("--freeze", action="store_true",
+                        help="experiment: gc.freeze() after each cluster's ingest (timed), so "
+                             "the collector's full passes skip the fleet built so far")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

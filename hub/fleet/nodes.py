@@ -148,6 +148,20 @@ class NodeLabels(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self.shared) + len(self.own)
 
+    def __eq__(self, other: object) -> bool:
+        """``Mapping``'s equality (same keys, same values), without copying both into dicts."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if len(other) != len(self):
+            return False
+        get = other.get
+        return (all(get(key, _ABSENT) == value for key, value in self.own)
+                and all(get(key, _ABSENT) == value for key, value in self.shared.items()))
+
+    __hash__ = None  # type: ignore[assignment]   # a mapping: unhashable, as Mapping is
+
+
+_ABSENT = object()
 
 Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]
 """A node's devices as reported, by class: (class, ids, free shares, free memory MiB)."""
@@ -296,10 +310,22 @@ class NodeState:
                         not self.schedulable)
 
     def reports(self, info: NodeInfo) -> bool:
-        """True when ``info`` is the report this state was built from (nothing changed)."""
-        return (info.name == self.name and info.unschedulable != self.schedulable
+        """True when ``info`` is the report this state was built from (nothing changed).
+
+        A resync asks it of every node: the devices are compared field by field, without
+        rebuilding the report."""
+        if not (info.name == self.name and info.unschedulable != self.schedulable
                 and info.free == self.free and info.allocatable == self.alloc
-                and info.labels == self.labels and info.devices == self.info.devices)
+                and len(info.devices) == sum(len(s.ids) for s in self.classes.values())
+                and info.labels == self.labels):
+            return False
+        kept = [(model, memory, dev, free, free_memory)
+                for (model, memory), slot in self.classes.items()
+                for dev, free, free_memory in zip(slot.ids, slot.reported, slot.free_memory,
+                                                  strict=True)]
+        if self.order is not None:
+            kept = [kept[k] for k in self.order]
+        return list(map(_device_fields, info.devices)) == kept
 
     @property
     def used_cpu(self) -> int:
