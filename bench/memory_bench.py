@@ -8,13 +8,26 @@ per-model sums), then dropped - the fleet view keeps no ``NodeInfo``, only its o
 node states. What a report itself costs is measured on the first cluster's (``tracemalloc``).
 
 It reports the resident set (RSS) before and after, the process's peak, the hub's bytes per
-node, the seconds spent generating and ingesting; then times a few hundred placement
-decisions on the built fleet so a memory saving is never bought with speed unseen. One
-process per run: RSS is the operating system's figure, not an estimate. ``--all-reports``
-generates every report first and keeps them until the fleet is built (the old two-phase
-measure: then the peak holds every report and the fleet at once).
+node, the seconds spent generating and ingesting (wall and CPU, and how much of each the
+cyclic garbage collector took). The collector is set as the hub process sets it
+(``hub.heap.settle``: what is loaded frozen, larger thresholds; ``--default-gc`` keeps
+CPython's). Generation runs with the collector paused (its passes would
+walk the whole fleet built so far: the bench's cost, not the hub's); the one pass it defers
+runs as generation ends and is counted there. Then it times a few hundred decisions
+on the built fleet so a memory saving is never bought with speed unseen. One process per
+run: RSS is the operating system's figure, not an estimate. ``--all-reports`` generates
+every report first and keeps them until the fleet is built (the old two-phase measure: then
+the peak holds every report and the fleet at once).
+
+What the hub does with an agent's inventory is more than ``replace_nodes``: it decodes the
+``Inventory`` message and turns each ``pb.Node`` into a ``NodeInfo`` (``node_from_proto``,
+``hub.agent_service``). ``wire_decode_us_per_node`` times that on the first cluster's
+reports, encoded as the agent encodes them; ``--from-wire`` encodes every cluster's reports
+(generation) and times the decoding as part of the ingest, the whole path the agent channel
+takes (the catalog's ``normalize`` left out: without a catalog it returns the node).
 
     .venv/bin/python bench/memory_bench.py                      # 1,000 clusters x 1,000 nodes
+    .venv/bin/python bench/memory_bench.py --from-wire          # the same, ingest from the wire
     .venv/bin/python bench/memory_bench.py --quick --json        # CI size: 10 x 200
 """
 
@@ -33,9 +46,11 @@ from collections.abc import Iterator, Sequence
 
 from placement_bench import NODE_KINDS, make_node, make_requests  # beside this script
 
-from fuyao.inventory import NodeInfo
+from fuyao.inventory import NodeInfo, node_from_proto, node_to_proto
 from fuyao.spec import ClusterState
-from hub.fleet import FleetView
+from fuyao.wire.v1 import agent_pb2 as pb
+from hub import heap
+from hub.fleet import FleetView, collector_paused
 from hub.placement import Scheduler
 
 MIB = 1024 * 1024
@@ -72,30 +87,94 @@ def report_bytes(rng: random.Random, nodes: int) -> int:
     return round(size / nodes)
 
 
+def encoded(nodes: list[NodeInfo]) -> bytes:
+    """One cluster's reports as the agent sends them (an ``Inventory`` message)."""
+    return pb.Inventory(nodes=[node_to_proto(n) for n in nodes]).SerializeToString()
+
+
+def decoded(raw: bytes) -> list[NodeInfo]:
+    """What the hub's agent channel does with an inventory before ``replace_nodes``."""
+    return [node_from_proto(n) for n in pb.Inventory.FromString(raw).nodes]
+
+
+def ingest_encoded(fleet: FleetView, name: str, raw: bytes) -> None:
+    """An encoded inventory into the fleet as ``hub.agent_service`` takes it in (decoded
+    and filed with the collector paused)."""
+    with collector_paused():
+        fleet.replace_nodes(name, decoded(raw))
+
+
+def wire_decode_us(rng: random.Random, nodes: int) -> float:
+    """CPU microseconds per node to decode one cluster's encoded reports (best of 3)."""
+    raw = encoded(next(reports(rng, 1, nodes))[1])
+    best = float("inf")
+    for _ in range(3):
+        c0 = time.process_time()
+        decoded(raw)
+        best = min(best, time.process_time() - c0)
+    return round(best / nodes * 1e6, 2)
+
+
+class CollectorClock:
+    """CPU seconds the cyclic garbage collector took, read per phase (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.total += time.process_time() - self._start
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._tick)
+
+
 def run(args: argparse.Namespace) -> dict[str, object]:
+    if not args.default_gc:
+        heap.settle()   # the collector's settings the hub process runs with (hub.server)
     rng = random.Random(args.seed)
     total_nodes = args.clusters * args.nodes
     per_report = report_bytes(random.Random(args.seed), args.nodes)
+    decode_us = wire_decode_us(random.Random(args.seed), args.nodes)
     gc.collect()
     base = rss_bytes()
     fleet = FleetView()
     made = reports(rng, args.clusters, args.nodes)
-    kept: list[list[NodeInfo]] = []
-    reports_s = fleet_s = reports_cpu = fleet_cpu = 0.0
+    kept: list[object] = []
+    reports_s = fleet_s = reports_cpu = fleet_cpu = reports_gc = fleet_gc = 0.0
+    collector = CollectorClock()
     for c in range(args.clusters):
-        t0, c0 = time.perf_counter(), time.process_time()
-        name, nodes = next(made)
-        t1, c1 = time.perf_counter(), time.process_time()
+        t0, c0, g0 = time.perf_counter(), time.process_time(), collector.total
+        with collector_paused():   # the generator's own cost; see the module docstring
+            name, nodes = next(made)
+            raw = encoded(nodes) if args.from_wire else b""
+        if args.from_wire:
+            del nodes
+        t1, c1, g1 = time.perf_counter(), time.process_time(), collector.total
         fleet.upsert_cluster(name, labels={"region": f"r{c % 4}"}, weight=1 + c % 5,
                              headroom=0.1, state=ClusterState.READY)
-        fleet.replace_nodes(name, nodes)
+        if args.from_wire:
+            ingest_encoded(fleet, name, raw)
+        else:
+            fleet.replace_nodes(name, nodes)
+        if args.freeze:   # an experiment, not what the hub does: see --freeze
+            gc.freeze()
         fleet_s += time.perf_counter() - t1
         fleet_cpu += time.process_time() - c1
+        fleet_gc += collector.total - g1
         reports_s += t1 - t0
         reports_cpu += c1 - c0
+        reports_gc += g1 - g0
         if args.all_reports:
-            kept.append(nodes)
-    del kept, nodes
+            kept.append(raw if args.from_wire else nodes)
+    collector.close()
+    del kept
+    if not args.from_wire:
+        del nodes
     gc.collect()
     after_fleet = rss_bytes()
     scheduler = Scheduler(fleet)
@@ -109,7 +188,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                           model=result.model)
     return {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
-        "all_reports_kept": args.all_reports,
+        "all_reports_kept": args.all_reports, "from_wire": args.from_wire,
+        "collector": ("CPython defaults" if args.default_gc else "hub.heap.settle")
+                     + (", frozen after each cluster" if args.freeze else ""),
         "rss_base_mib": round(base / MIB, 1),
         "rss_after_fleet_mib": round(after_fleet / MIB, 1),
         "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
@@ -120,6 +201,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "fleet_build_s": round(fleet_s, 2),
         "reports_build_cpu_s": round(reports_cpu, 2),   # CPU seconds: what load does not move
         "fleet_build_cpu_s": round(fleet_cpu, 2),
+        "fleet_build_cpu_us_per_node": round(fleet_cpu / total_nodes * 1e6, 2),
+        "reports_build_gc_cpu_s": round(reports_gc, 2),   # the collector's part of each
+        "fleet_build_gc_cpu_s": round(fleet_gc, 2),
+        "wire_decode_us_per_node": decode_us,            # not in fleet_build unless from_wire
         "decisions": len(times),
         "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
     }
@@ -134,6 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--all-reports", action="store_true",
                         help="keep every cluster's reports until the fleet is built")
+    parser.add_argument("--from-wire", action="store_true",
+                        help="encode each cluster's reports as the agent does and time their "
+                             "decoding as part of the ingest")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="keep CPython's collector thresholds instead of the hub's "
+                             "(hub.heap.settle: freeze what is loaded, larger thresholds)")
+    parser.add_argument("--freeze", action="store_true",
+                        help="experiment: gc.freeze() after each cluster's ingest (timed), so "
+                             "the collector's full passes skip the fleet built so far")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

@@ -51,7 +51,26 @@ def _resources_to_proto(r: ResourceAmounts) -> pb.Resources:
 
 
 def _resources_from_proto(r: pb.Resources) -> ResourceAmounts:
-    return ResourceAmounts(cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, pods=r.pods)
+    return ResourceAmounts(r.cpu_milli, r.memory_mib, pods=r.pods)
+
+
+_new = object.__new__
+_set_id, _set_model, _set_memory, _set_free, _set_free_memory = (
+    DeviceInfo.__dict__[name].__set__
+    for name in ("id", "model", "memory_mib", "free_milli", "free_memory_mib"))
+
+
+def _device_from_proto(d: pb.Device) -> DeviceInfo:
+    """A ``DeviceInfo`` with its slots set directly: what the frozen dataclass's ``__init__``
+    does through ``object.__setattr__``, without looking each field up by name (a hub decodes
+    about 5 per node, 1,000,000 nodes at 1,000 x 1,000)."""
+    device = _new(DeviceInfo)
+    _set_id(device, d.id)
+    _set_model(device, d.model)
+    _set_memory(device, d.memory_mib)
+    _set_free(device, d.free_milli)
+    _set_free_memory(device, d.free_memory_mib)
+    return device
 
 
 def node_to_proto(node: NodeInfo) -> pb.Node:
@@ -77,20 +96,8 @@ def node_to_proto(node: NodeInfo) -> pb.Node:
 
 def node_from_proto(msg: pb.Node) -> NodeInfo:
     """A node from the wire."""
-    return NodeInfo(
-        name=msg.name,
-        labels=dict(msg.labels),
-        allocatable=_resources_from_proto(msg.allocatable),
-        free=_resources_from_proto(msg.free),
-        devices=tuple(
-            DeviceInfo(
-                id=d.id,
-                model=d.model,
-                memory_mib=d.memory_mib,
-                free_milli=d.free_milli,
-                free_memory_mib=d.free_memory_mib,
-            )
-            for d in msg.devices
-        ),
-        unschedulable=msg.unschedulable,
-    )
+    labels = msg.labels   # read key by key: dict(labels) iterates through a Python KeysView
+    return NodeInfo(msg.name, {key: labels[key] for key in labels},
+                    _resources_from_proto(msg.allocatable),
+                    _resources_from_proto(msg.free), tuple(map(_device_from_proto, msg.devices)),
+                    msg.unschedulable)

@@ -33,6 +33,7 @@ from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub.agentpki import AgentCertificates
 from hub.auth.actor import agent_actor
 from hub.core import Hub
+from hub.fleet import collector_paused
 from hub.loops import send_all
 from hub.sessions import AgentSession, pack
 
@@ -328,8 +329,9 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await hub.clusters.connected(cluster, msg.hello.backend,
                                          dict(msg.hello.cluster_labels))
         elif kind == "inventory":
-            hub.fleet.replace_nodes(cluster, [hub.catalog.normalize(node_from_proto(n))
-                                              for n in msg.inventory.nodes])
+            with collector_paused():   # a whole inventory makes no cycles (hub.fleet)
+                hub.fleet.replace_nodes(cluster, [hub.catalog.normalize(node_from_proto(n))
+                                                  for n in msg.inventory.nodes])
             session.seq = msg.inventory.seq
             session.awaiting_resync = False
             send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks,

@@ -8,7 +8,7 @@ See docs/concepts/placement.md.
 
 from hub.fleet.cluster import ClusterInfo, Matches, ModelTotals
 from hub.fleet.fit import Fit, Miss, MissKind, find_fit, find_plain_fit, fit_models
-from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState
+from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState, collector_paused
 from hub.fleet.view import PER_NODE_LABEL_KEYS, FleetView, Reservation
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "ModelTotals",
     "NodeState",
     "Reservation",
+    "collector_paused",
     "find_fit",
     "find_plain_fit",
     "fit_models",

@@ -31,7 +31,16 @@ from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
-from hub.fleet.nodes import NO_MODEL, WHOLE, ClassSlot, DeviceClass, Hold, NodeLabels, NodeState
+from hub.fleet.nodes import (
+    NO_MODEL,
+    WHOLE,
+    ClassSlot,
+    DeviceClass,
+    Hold,
+    NodeLabels,
+    NodeState,
+    collector_paused,
+)
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48
@@ -124,6 +133,36 @@ class Group:
             index.add(node, slot)
         return created
 
+    def add_all(self, nodes: Iterable[NodeState]) -> None:
+        """``add`` each node in turn (the same buckets, filled in the same order), with the
+        group's fields read once and the sums added once."""
+        own, buckets, classes = self.nodes, self.cpu_buckets, self.classes
+        top, gpu_nodes, free_cpu = self.cpu_top, 0, 0
+        last = _CPU_BUCKETS - 1
+        for node in nodes:
+            name = node.name
+            own[name] = node
+            node_classes = node.classes
+            if node_classes:
+                gpu_nodes += 1
+            if not node.schedulable:
+                continue
+            cpu = node.cpu
+            bucket = cpu.bit_length()
+            if bucket > last:
+                bucket = last
+            buckets[bucket][name] = node
+            if bucket > top:
+                top = bucket
+            free_cpu += cpu
+            for cls, slot in node_classes.items():
+                index = classes.get(cls)
+                if index is None:
+                    index = classes[cls] = ClassIndex(cls)
+                index.add(node, slot)
+        self.cpu_top, self.gpu_nodes, self.free_cpu = top, self.gpu_nodes + gpu_nodes, (
+            self.free_cpu + free_cpu)
+
     def remove(self, node: NodeState) -> None:
         """Take out a node added before; its emptied class indexes stay until ``tidy``."""
         del self.nodes[node.name]
@@ -143,6 +182,11 @@ class Group:
         for cls in empty:
             del self.classes[cls]
         return bool(empty)
+
+
+def _same(value: str, name: str) -> str:
+    """``name`` when ``value`` equals it (a hostname label is the node's name): one copy."""
+    return name if value == name else value
 
 
 def cpu_bucket(cpu_milli: int) -> int:
@@ -225,6 +269,8 @@ class ClusterInfo:
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
         self.schedulable_nodes = 0
         self._ignore = ignore_keys
+        # the one copy of each per-node key (reports decoded from the wire bring their own)
+        self._ignore_keys = {key: key for key in ignore_keys}
         self._memo = memo
         self._nodes: dict[str, NodeState] = {}
         self._node_group: dict[str, Group] = {}
@@ -324,6 +370,68 @@ class ClusterInfo:
             return
         self._file(NodeState(info, self._holds.get(info.name)), old)
 
+    def _put_all(self, infos: Iterable[NodeInfo]) -> None:
+        """File a whole inventory into a cluster that holds no node (an agent's first report).
+
+        The view ends as ``_put`` node by node leaves it (same states, groups, buckets and
+        their order, sums): the label group is looked up once per distinct label set, the
+        sums are added once per cluster, and the versions move once, not once per node.
+        """
+        if self._nodes:
+            raise ValueError(f"cluster {self.name}: _put_all needs a cluster without nodes")
+        with collector_paused():
+            self._file_all(infos)
+
+    def _file_all(self, infos: Iterable[NodeInfo]) -> None:
+        holds, ignore, keys, groups = self._holds, self._ignore, self._ignore_keys, self._groups
+        nodes, node_group = self._nodes, self._node_group
+        by_labels: dict[tuple[tuple[str, str], ...], Group] = {}
+        added: list[NodeState] = []
+        filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
+        for info in infos:
+            new = NodeState(info, holds.get(info.name) if holds else None)
+            labels = info.labels
+            if type(labels) is dict:
+                hit = ignore.intersection(labels) if ignore else ()
+                own: tuple[tuple[str, str], ...]
+                if not hit:
+                    rest, own = labels, ()
+                elif len(hit) == 1:
+                    [own_key] = hit
+                    own = ((keys[own_key], _same(labels[own_key], new.name)),)
+                    rest = labels.copy()
+                    del rest[own_key]
+                else:
+                    own = tuple((keys[k], _same(v, new.name))
+                                for k, v in labels.items() if k in ignore)
+                    rest = {k: v for k, v in labels.items() if k not in ignore}
+                seen = tuple(rest.items())
+                group = by_labels.get(seen)
+                if group is None:
+                    key = frozenset(seen)
+                    group = groups.get(key)
+                    if group is None:
+                        group = groups[key] = Group(key)
+                    by_labels[seen] = group
+                new.labels = NodeLabels(group.labels, group.key, ignore, own)
+            else:   # a Mapping of another kind: as _file files it
+                group = self._group_for(new)
+            into = filed.get(group)
+            if into is None:
+                into = filed[group] = []
+            into.append(new)
+            nodes[new.name] = new
+            node_group[new.name] = group
+            added.append(new)
+        # A group's buckets hold only its own nodes: filing group by group, each in report
+        # order, fills every bucket in the order filing node by node does.
+        for group, members in filed.items():
+            group.add_all(members)
+        if added:
+            self.layout_version = next(_TICKS)
+            self._account_all(added)
+            self._bump()
+
     def _drop(self, name: str) -> None:
         old = self._nodes.pop(name, None)
         if old is None:
@@ -356,19 +464,9 @@ class ClusterInfo:
     def _file(self, new: NodeState, old: NodeState | None) -> None:
         """File a node, in place of ``old`` if given: nothing is deleted before it is back,
         so a node refiled in its own group leaves the layout as it was."""
-        labels = new.labels
-        if isinstance(labels, NodeLabels) and labels.ignored is self._ignore:
-            key = labels.key                     # a refile (hold): the labels did not change
-        else:
-            key = frozenset(kv for kv in labels.items() if kv[0] not in self._ignore)
-        group = self._groups.get(key)
-        changed = group is None
-        if group is None:
-            group = self._groups[key] = Group(key)
-        if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
-            # the group's labels, shared, plus the node's own (per-node keys)
-            new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
-                kv for kv in labels.items() if kv[0] in self._ignore))
+        groups_before = len(self._groups)
+        group = self._group_for(new)
+        changed = len(self._groups) != groups_before
         old_group = group if old is None else self._node_group[old.name]
         marks = self._layout_marks(group, old_group)
         if old is not None:
@@ -382,6 +480,24 @@ class ClusterInfo:
             changed |= self._tidy(old_group, old)
         self._settle(changed, marks, group, old_group)
         self._bump()
+
+    def _group_for(self, new: NodeState) -> Group:
+        """The label group of a node (made if new); the node's labels become the group's,
+        shared, plus its own per-node keys."""
+        labels = new.labels
+        if isinstance(labels, NodeLabels) and labels.ignored is self._ignore:
+            key = labels.key                     # a refile (hold): the labels did not change
+        else:
+            key = frozenset(kv for kv in labels.items() if kv[0] not in self._ignore)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(key)
+        if not isinstance(labels, NodeLabels) or labels.shared is not group.labels:
+            # the group's labels, shared, plus the node's own (per-node keys)
+            keys = self._ignore_keys
+            new.labels = NodeLabels(group.labels, group.key, self._ignore, tuple(
+                (keys[k], _same(v, new.name)) for k, v in labels.items() if k in keys))
+        return group
 
     def _tidy(self, group: Group, old: NodeState) -> bool:
         """Drop what ``old`` left empty in its group (or the group); True if anything went."""
@@ -432,6 +548,62 @@ class ClusterInfo:
             totals = self._totals.get(model)
             if totals is not None and totals.nodes == 0 and totals.devices == 0:
                 del self._totals[model]
+
+    def _account_all(self, added: list[NodeState]) -> None:
+        """``_account(node, 1)`` for each of ``added`` in turn, summed before it is stored:
+        the same totals, rows made in the same order, one tick for the models touched."""
+        cpu_total = cpu_used = memory_total = memory_used = schedulable_nodes = 0
+        touched: dict[str, None] = {}
+        row_for = self._row
+        for node in added:
+            alloc = node.alloc
+            a_cpu, a_mem = alloc.cpu_milli, alloc.memory_mib
+            u_cpu = a_cpu - node.cpu
+            u_cpu = u_cpu if u_cpu > 0 else 0
+            u_mem = a_mem - node.mem
+            u_mem = u_mem if u_mem > 0 else 0
+            model_devices = node.model_devices
+            if model_devices:
+                touched.update(dict.fromkeys(model_devices))
+            else:
+                touched[NO_MODEL] = None
+            row = row_for(node.primary)
+            row.nodes += 1
+            row.cpu_total += a_cpu
+            row.cpu_used += u_cpu
+            row.mem_total += a_mem
+            row.mem_used += u_mem
+            if node.schedulable:
+                cpu_total += a_cpu
+                cpu_used += u_cpu
+                memory_total += a_mem
+                memory_used += u_mem
+                schedulable_nodes += 1
+                for model, count in model_devices.items():
+                    dev_row = row_for(model)
+                    dev_row.devices += count
+                    dev_row.used_milli += node.model_used[model]
+            else:
+                row.off_cpu_total += a_cpu
+                row.off_cpu_used += u_cpu
+                row.off_mem_total += a_mem
+                row.off_mem_used += u_mem
+                for model, count in model_devices.items():
+                    dev_row = row_for(model)
+                    used = node.model_used[model]
+                    dev_row.devices += count
+                    dev_row.used_milli += used
+                    dev_row.off_devices += count
+                    dev_row.off_used_milli += used
+        self.cpu_total += cpu_total
+        self.cpu_used += cpu_used
+        self.memory_total += memory_total
+        self.memory_used += memory_used
+        self.schedulable_nodes += schedulable_nodes
+        tick = next(_TICKS)
+        versions = self.model_versions
+        for model in touched:
+            versions[model] = tick
 
     def _row(self, model: str) -> ModelTotals:
         row = self._totals.get(model)

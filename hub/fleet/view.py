@@ -139,10 +139,14 @@ class FleetView:
         """A full inventory: nodes not in it are removed; reservations are kept."""
         c = self._get(cluster)
         fresh = {n.name: n for n in nodes}
-        for gone in [n.name for n in c.nodes() if n.name not in fresh]:
-            c._drop(gone)
-        for node in fresh.values():
-            c._put(node)
+        if c.node_count:
+            for gone in [n.name for n in c.nodes() if n.name not in fresh]:
+                c._drop(gone)
+        if c.node_count:
+            for node in fresh.values():
+                c._put(node)
+        else:   # a first inventory (or all new): filed in one pass
+            c._put_all(fresh.values())
 
     def apply_delta(
         self, cluster: str, upserted: Iterable[NodeInfo], removed: Iterable[str],

@@ -57,6 +57,14 @@ def test_memory_bench_reports_the_fleet_and_its_reports_apart() -> None:
     assert result["report_bytes_per_node"] > 0 and result["hub_bytes_per_node"] > 0
     assert result["fleet_build_s"] > 0 and result["reports_build_s"] > 0
     assert result["decisions"] == 50
+    assert result["wire_decode_us_per_node"] > 0 and not result["from_wire"]
+    assert result["fleet_build_gc_cpu_s"] >= 0 and result["fleet_build_cpu_us_per_node"] > 0
+
+
+def test_memory_bench_ingests_from_the_wire_when_asked() -> None:
+    result = run_bench("memory_bench.py", "--from-wire")
+    assert result["from_wire"] and result["nodes"] == 2000
+    assert result["hub_bytes_per_node"] > 0 and result["fleet_build_s"] > 0
 
 
 TRACES = Path(os.environ.get("FUYAO_TRACES") or ROOT.parent / "shared" / "traces")

@@ -66,6 +66,9 @@ def test_nodes_of_a_label_group_share_its_labels_and_keep_their_own_hostname() -
     one, two = (cluster.node(name) for name in ("n1", "n2"))
     assert one is not None and two is not None
     assert dict(one.labels) == infos[0].labels and dict(two.labels) == infos[1].labels
+    assert one.labels == infos[0].labels and infos[0].labels == one.labels   # Mapping's ==
+    assert one.labels != infos[1].labels and one.labels != {**infos[0].labels, "zone": "b"}
+    assert one.labels != {**infos[0].labels, "extra": "x"} and one.labels != ["zone"]
     assert one.info == infos[0] and two.info == infos[1]
     assert isinstance(one.labels, NodeLabels) and isinstance(two.labels, NodeLabels)
     assert one.labels.shared is two.labels.shared

@@ -1,0 +1,133 @@
+"""A first inventory is filed in one pass (``replace_nodes`` into a cluster without nodes):
+the view it leaves is the one node-by-node ``apply_delta`` leaves.
+
+Everything the fit search, the scheduler and the REST views read is compared, order
+included (dict order decides ties in the fit search): node states field by field, label
+groups and their cpu and per-class buckets, the per-model rows, the cluster sums, which
+model versions exist; and both paths move the versions. Reports are drawn with label sets
+that repeat or not, per-node keys (hostname, GFD timestamp) or none, labels given as a
+mapping that is not a dict, devices of several classes in any order, ids in the agents'
+naming or not, shares beyond a card or below zero, cordoned nodes, duplicate names, and
+holds that reservations left on nodes the inventory brings back.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
+from fuyao.spec import ClusterState, TaskRequests
+from hub.fleet import NO_MODEL, ClusterInfo, FleetView
+from hub.fleet.cluster import Group
+from hub.fleet.nodes import NodeLabels, NodeState
+
+device = st.tuples(st.sampled_from([("A100", 81920), ("A100", 40960), ("T4", 16384), ("", 0)]),
+                   st.sampled_from([1000, 1000, 0, 250, 500, 1200, -5]), st.integers(0, 3))
+report = st.fixed_dictionaries({
+    "name": st.integers(0, 15),
+    "zone": st.sampled_from(["a", "b"]),
+    "per_node": st.sampled_from(["none", "hostname", "both"]),
+    "proxy": st.booleans(),
+    "cpu": st.integers(-10, 64_000),
+    "devices": st.lists(device, max_size=5),
+    "naming": st.sampled_from(["agent", "agent", "other"]),
+    "unschedulable": st.booleans(),
+})
+
+
+def node_info(drawn: dict[str, Any]) -> NodeInfo:
+    name = f"n{drawn['name']}"
+    labels = {"zone": drawn["zone"], "arch": "amd64"}
+    if drawn["per_node"] != "none":
+        labels = {"kubernetes.io/hostname": name, **labels}
+    if drawn["per_node"] == "both":
+        labels["nvidia.com/gfd.timestamp"] = str(drawn["cpu"])
+    if drawn["devices"]:
+        labels["fuyao.io/gpu-model"] = drawn["devices"][0][0][0]
+    prefix = f"{name}/gpu" if drawn["naming"] == "agent" else "dev-"
+    devices = tuple(DeviceInfo(f"{prefix}{i}", model, memory, free, memory - used * 100)
+                    for i, ((model, memory), free, used) in enumerate(drawn["devices"]))
+    return NodeInfo(name, MappingProxyType(labels) if drawn["proxy"] else labels,
+                    ResourceAmounts(64_000, 512 * 1024, 110),
+                    ResourceAmounts(drawn["cpu"], 256 * 1024, 100), devices,
+                    drawn["unschedulable"])
+
+
+def state_of(node: NodeState) -> tuple[object, ...]:
+    labels = node.labels
+    assert isinstance(labels, NodeLabels)
+    return (node.name, list(labels.items()), labels.key, labels.own, node.alloc, node.free,
+            node.schedulable, node.order, node.cpu, node.mem, node.pods,
+            dict(node.model_devices), dict(node.model_used), node.primary, node.info,
+            [(cls, type(slot.ids), tuple(slot.ids), slot.frees, slot.reported,
+              slot.free_memory, slot.full, slot.partial) for cls, slot in node.classes.items()])
+
+
+def group_of(group: Group) -> tuple[object, ...]:
+    return (group.key, group.labels, group.sort_key, list(group.nodes),
+            [list(b) for b in group.cpu_buckets], group.cpu_top, group.gpu_nodes,
+            group.free_cpu,
+            [(cls, [list(b) for b in index.full], [list(b) for b in index.partial],
+              index.free_milli) for cls, index in group.classes.items()])
+
+
+def view_of(cluster: ClusterInfo) -> tuple[object, ...]:
+    totals = [(model, {k: getattr(row, k) for k in row.__slots__})
+              for model, row in cluster.totals().items()]
+    return ([state_of(cluster._nodes[n]) for n in cluster._nodes],
+            {n: g.key for n, g in cluster._node_group.items()},
+            [group_of(g) for g in cluster._groups.values()],
+            totals, list(cluster.model_versions),
+            (cluster.cpu_total, cluster.cpu_used, cluster.memory_total, cluster.memory_used,
+             cluster.schedulable_nodes))
+
+
+def fleet_with_holds(held: list[int]) -> tuple[FleetView, ClusterInfo]:
+    """A fleet whose cluster has no node but holds on ``held`` (nodes that left)."""
+    fleet = FleetView()
+    fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.1, state=ClusterState.READY)
+    if held:
+        fleet.replace_nodes("c1", [NodeInfo(f"n{i}", {}, ResourceAmounts(64_000, 1024, 110),
+                                            ResourceAmounts(64_000, 1024, 110))
+                                   for i in held])
+        for i in held:
+            fleet.reserve("c1", f"t{i}", TaskRequests(1000, 64, 0, 0, 1), [f"n{i}"])
+        fleet.replace_nodes("c1", [])   # the nodes leave; their holds stay
+    cluster = fleet.cluster("c1")
+    assert cluster is not None and cluster.node_count == 0
+    return fleet, cluster
+
+
+@settings(max_examples=300, deadline=None)
+@given(drawn=st.lists(report, max_size=14),
+       held=st.lists(st.integers(0, 15), max_size=3, unique=True))
+def test_a_first_inventory_in_one_pass_is_node_by_node(drawn: list[dict[str, Any]],
+                                                       held: list[int]) -> None:
+    infos = [node_info(d) for d in drawn]
+    bulk, one_pass = fleet_with_holds(held)
+    single, by_node = fleet_with_holds(held)
+    before = (one_pass.version, one_pass.layout_version)
+    bulk.replace_nodes("c1", infos)             # the cluster has no node: one pass
+    for info in {i.name: i for i in infos}.values():   # the last report of a name wins
+        single.apply_delta("c1", [info], [])    # node by node, as _put files them
+    assert view_of(one_pass) == view_of(by_node)
+    moved = (one_pass.version != before[0], one_pass.layout_version != before[1])
+    assert moved == ((True, True) if infos else (False, False))
+    assert bulk.capacity() == single.capacity()
+    touched = {m for n in one_pass.nodes() for m in n.model_devices or (NO_MODEL,)}
+    assert all(one_pass.model_version(m) > before[0] for m in touched)
+
+
+def test_a_second_inventory_refiles_node_by_node() -> None:
+    fleet, cluster = fleet_with_holds([])
+    first = [node_info({"name": i, "zone": "a", "per_node": "hostname", "proxy": False,
+                        "cpu": 1000 * i, "devices": [(("T4", 16384), 1000, 0)],
+                        "naming": "agent", "unschedulable": False}) for i in range(4)]
+    fleet.replace_nodes("c1", first)
+    fleet.replace_nodes("c1", first[1:])      # a resync: one left, the rest unchanged
+    assert [n.name for n in cluster.nodes()] == ["n1", "n2", "n3"]
+    assert [n.info for n in cluster.nodes()] == first[1:]
