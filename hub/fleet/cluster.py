@@ -18,7 +18,8 @@ cluster's filter verdicts by it. Finer stamps say what changed, so a cached fit 
 valid while the nodes it read did not change: ``model_version(m)`` moves when a node with
 devices of model ``m`` (``NO_MODEL``: a node without devices) is added, changed or removed,
 and ``layout_version`` when label groups, their device classes or "some node is
-schedulable" change.
+schedulable" change; ``settings_version`` when the cluster's own settings (labels, weight,
+headroom, state, cordon, taints) change.
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ class ClusterInfo:
         self._on_change = on_change
         self.version = next(_TICKS)
         self.layout_version = self.version
+        self.settings_version = self.version   # moves when labels, weight...taints change
         # Sums over schedulable nodes only: the headroom reserve is a fraction of these.
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
         self.schedulable_nodes = 0
@@ -311,10 +313,12 @@ class ClusterInfo:
     ) -> None:
         if taints is not None and tuple(taints) != self.taints:
             self.taints = tuple(taints)
+            self.settings_version = next(_TICKS)
             self._bump()
         new = (dict(labels), weight, headroom, state, cordoned)
         if new != (self.labels, self.weight, self.headroom, self.state, self.cordoned):
             self.labels, self.weight, self.headroom, self.state, self.cordoned = new
+            self.settings_version = next(_TICKS)
             self._bump()
 
     def _put(self, info: NodeInfo) -> None:

@@ -8,6 +8,9 @@
   fleet tick. A decision re-judges only the clusters ``FleetView.changed_since`` that tick
   (any change to a cluster moves its ``version``), then ranks from the table's columns -
   or from its ``Ranking`` (``hub.placement.ranking``), totals kept current on change.
+  Re-judging re-runs only the plugins whose ``Depends`` says the change may move their
+  answer: with the cluster's settings and its kept fit unchanged (``settings``, ``fits``),
+  only ``Depends.ANY`` ones (Headroom: the used amounts a reservation moved).
   A decision's result reads the table's own containers (``lend``), not copies: the table
   copies them first (``own``) only if it is about to change while that result is alive.
 - ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
@@ -44,7 +47,7 @@ class ShapeTable:
 
     __slots__ = (
         "clusters", "fit_id", "fits", "fixed", "frees", "lent", "names", "oks", "positions",
-        "ranking", "raws", "redo", "seen", "statuses",
+        "ranking", "raws", "redo", "seen", "settings", "statuses",
     )
 
     def __init__(
@@ -63,6 +66,7 @@ class ShapeTable:
         self.raws: list[tuple[float, ...]] = [()] * count
         self.fixed = [0.0] * count            # weighted sum of the scores not normalized
         self.fits: list[Fit | Miss | None] = [None] * count
+        self.settings = [-1] * count          # the cluster's settings_version at its verdict
         self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
         self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
         self.lent: tuple[weakref.ref[Statuses], weakref.ref[ScoreTable]] | None = None
@@ -103,6 +107,7 @@ class ShapeTable:
     def forget(self, index: int) -> None:
         """Judge this cluster again next time (its verdict is an error, or was not made)."""
         self.redo.add(index)
+        self.settings[index] = -1   # ... in full
 
     def detached(self) -> ShapeTable:
         """A copy for one decision (its changes are not kept)."""
@@ -111,6 +116,7 @@ class ShapeTable:
         copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
         copy.statuses, copy.oks = Statuses(self.statuses), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
+        copy.settings = list(self.settings)
         copy.ranking = None   # a one-off decision ranks on the full path
         copy.frees = self.frees   # by cluster version: the same whatever is excluded
         copy.lent = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntEnum
 from functools import cached_property
 from typing import ClassVar, Protocol
 
@@ -134,6 +134,31 @@ class Handle:
 
     fleet: FleetView
     headroom_priority: int = 1000
+
+
+class Depends(IntEnum):
+    """What of a cluster a filter's or score's answer reads, besides the request (optional,
+    as a plugin's ``depends`` class attribute; without one a plugin is ``ANY``).
+
+    The scheduler re-runs a plugin for a cluster that changed only when what it reads may
+    have: a reservation moves a cluster's used amounts (``ANY``: Headroom) but neither its
+    settings nor, for most request shapes, the nodes their fit search read.
+    """
+
+    SETTINGS = 0
+    """The cluster's own settings only: name, labels, weight, headroom, state, cordon,
+    taints (``ClusterInfo.settings_version``)."""
+    NODES = 1
+    """... and the fit search's answer, or anything else read from the nodes that search
+    reads: the answer ``FitCache`` keeps while those nodes and the layout stay put."""
+    ANY = 2
+    """Anything in the cluster: run again whenever its ``version`` moves."""
+
+
+def depends(plugin: object) -> Depends:
+    """A plugin's declared ``depends`` (``Depends.ANY`` when it declares none)."""
+    found = getattr(plugin, "depends", Depends.ANY)
+    return found if isinstance(found, Depends) else Depends.ANY
 
 
 class Plugin(Protocol):

@@ -10,7 +10,7 @@ decision have new raw scores. When every normalizer of the profile is a
   column's summary (ClusterWeight: the largest weight) is known without a scan;
 - every cluster's normalized scores and weighted total, aligned with the table.
 
-The scheduler tells it which clusters it re-judged (``leave`` before, ``join`` after); then
+The scheduler tells it which clusters it re-judged (``leave``, ``join``, ``update``); then
 ``refresh`` recomputes the totals of those only - or of all feasible clusters when a
 column's summary moved (the heaviest cluster left, a lower model became feasible). The
 arithmetic is the same as the full path's, in the same order, so totals are bit-identical.
@@ -36,7 +36,8 @@ _UNSET = object()
 class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
-    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_norms", "_summaries", "totals")
+    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_summaries",
+                 "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
@@ -44,6 +45,7 @@ class Ranking:
         self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
         self._norms = [[0.0] * count for _ in self._columns]
         self._dirty: set[int] = set()
+        self._moved = True   # the counts changed since the summaries were taken
         self._heap: list[tuple[float, int]] = []
         self.totals = [0.0] * count   # valid for the clusters the table marks ok
 
@@ -58,8 +60,9 @@ class Ranking:
         self._norms = [list(norms) for norms in self._norms]
 
     def leave(self, index: int, raw: tuple[float, ...]) -> None:
-        """Feasible cluster ``index``, with these raw scores, is about to be judged again."""
+        """Feasible cluster ``index``, with these raw scores, is no longer feasible."""
         self._dirty.add(index)
+        self._moved = True
         for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
             value = raw[j]
             left = counts[value] - 1
@@ -74,6 +77,25 @@ class Ranking:
             value = raw[j]
             counts[value] = counts.get(value, 0) + 1
         self._dirty.add(index)
+        self._moved = True
+
+    def update(self, index: int, old: tuple[float, ...], new: tuple[float, ...]) -> None:
+        """Feasible cluster ``index`` stays feasible, its raw scores ``old`` now ``new``
+        (``leave`` then ``join``, touching only the normalized columns that moved)."""
+        self._dirty.add(index)
+        if old is new:
+            return
+        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+            was, value = old[j], new[j]
+            if was == value:
+                continue
+            left = counts[was] - 1
+            if left:
+                counts[was] = left
+            else:
+                del counts[was]
+            counts[value] = counts.get(value, 0) + 1
+            self._moved = True
 
     def refresh(
         self, oks: Sequence[bool], raws: Sequence[tuple[float, ...]], fixed: Sequence[float],
@@ -83,17 +105,20 @@ class Ranking:
         the clusters in ERROR exactly as it always does."""
         try:
             moved = False
-            for k, ((_, _, normalizer), counts) in enumerate(
-                    zip(self._columns, self._counts, strict=True)):
-                summary = normalizer.summarize(counts.keys())
-                if summary != self._summaries[k]:
-                    self._summaries[k] = summary
-                    moved = True
+            if self._moved:   # else every column's distinct values are as they were
+                for k, ((_, _, normalizer), counts) in enumerate(
+                        zip(self._columns, self._counts, strict=True)):
+                    summary = normalizer.summarize(counts.keys())
+                    if summary != self._summaries[k]:
+                        self._summaries[k] = summary
+                        moved = True
+                self._moved = False
             due = (list(compress(range(len(oks)), oks)) if moved
                    else [i for i in self._dirty if oks[i]])
             self._compute(due, raws, fixed)
         except Exception:
             self._summaries = [_UNSET] * len(self._columns)
+            self._moved = True
             return False
         self._dirty.clear()
         totals, heap = self.totals, self._heap

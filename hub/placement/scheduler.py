@@ -36,6 +36,7 @@ from hub.placement.framework import (
     Code,
     ColumnNormalizer,
     CycleState,
+    Depends,
     FilterPlugin,
     Handle,
     PlacementRequest,
@@ -44,6 +45,7 @@ from hub.placement.framework import (
     ScoreNormalizer,
     ScorePlugin,
     Status,
+    depends,
 )
 from hub.placement.plugins.node_fit import fit_for
 from hub.placement.profile import DEFAULT_PROFILE, LEAST_OVERQUALIFIED, Profile
@@ -95,6 +97,17 @@ class Scheduler:
             in enumerate(zip(self._scores, self._normalizers, strict=True)) if normalizer is None
         )
         self._plugin_names = tuple(name for name, _, _ in self._scores)
+        # What a re-judge must run again, by what changed (``Depends``): from which filter
+        # on, and which scores (``_rerun``); a kept rejection before that filter stands.
+        filter_levels = [depends(plugin) for _, plugin in self._filters]
+        self._filter_at = {name: k for k, (name, _) in enumerate(self._filters)}
+        self._rerun = {
+            level: (next((k for k, d in enumerate(filter_levels) if d >= level),
+                         len(filter_levels)),
+                    tuple(j for j, (_, _, plugin) in enumerate(self._scores)
+                          if depends(plugin) >= level))
+            for level in (Depends.NODES, Depends.ANY)
+        }
         # Totals kept between decisions (``Ranking``) when every normalizer allows it.
         columns = [(j, weight, normalizer) for j, ((_, weight, _), normalizer)
                    in enumerate(zip(self._scores, self._normalizers, strict=True))
@@ -217,44 +230,68 @@ class Scheduler:
         the ERROR status of each whose scoring raised (not kept: it is judged again).
 
         ``keep``: reuse and keep fit searches in the ``FitCache``. A cluster whose verdict is
-        an error is judged again next time.
+        an error is judged again next time. A kept verdict whose cluster kept its settings
+        is re-judged only as far as ``Depends`` asks: from the first filter that may answer
+        otherwise (an earlier rejection stands), and the scores that may move.
         """
         clusters, statuses, oks, fits = table.clusters, table.statuses, table.oks, table.fits
+        settings, raws = table.settings, table.raws
         kept_fit = self._fits.get
         ranking = table.ranking
+        filter_at, rerun = self._filter_at, self._rerun
         searched: list[int] = []
-        passed: list[int] = []
+        passed: list[tuple[int, tuple[int, ...] | None, bool]] = []   # + scores to re-run, ok
         for i in indices:
             cluster = clusters[i]
-            if ranking is not None and oks[i]:
-                ranking.leave(i, table.raws[i])
+            was_ok = oks[i]
             kept = kept_fit(cluster, table.fit_id) if keep else None
             if kept is not None:
                 ctx.fits[cluster.name] = kept
             else:
                 searched.append(i)
-            status = statuses[cluster.name] = self._run_filters(ctx, req, cluster)
+            now = cluster.settings_version
+            redo: tuple[int, ...] | None = None
+            if keep and settings[i] == now:
+                start, scores = rerun[Depends.ANY if kept is not None and kept is fits[i]
+                                      else Depends.NODES]
+                status = statuses[cluster.name]
+                if status.ok or filter_at.get(status.plugin, start) >= start:
+                    status = statuses[cluster.name] = self._run_filters(ctx, req, cluster, start)
+                if was_ok:
+                    redo = scores
+            else:
+                status = statuses[cluster.name] = self._run_filters(ctx, req, cluster)
+            settings[i] = now if keep else -1
             oks[i] = False
             if status.ok:
-                passed.append(i)
-            elif status.code is Code.ERROR:
+                passed.append((i, redo, was_ok))
+                continue
+            if ranking is not None and was_ok:
+                ranking.leave(i, raws[i])
+            if status.code is Code.ERROR:
                 table.forget(i)
         if passed:
             ctx.defer_feasible(table.passed)
         errors: dict[str, Status] = {}
-        raws, fixed, plain = table.raws, table.fixed, self._plain_weights
-        for i in passed:
-            raw = self._raw_scores(ctx, req, clusters[i])
+        fixed, plain = table.fixed, self._plain_weights
+        for i, redo, was_ok in passed:
+            raw = (self._raw_scores(ctx, req, clusters[i]) if redo is None
+                   else self._some_scores(ctx, req, clusters[i], raws[i], redo))
             if isinstance(raw, Status):
                 errors[clusters[i].name] = raw
                 table.forget(i)
+                if ranking is not None and was_ok:
+                    ranking.leave(i, raws[i])
                 continue
             total = 0.0   # the weighted sum of the scores no plugin normalizes
             for j, weight in plain:
                 total += weight * raw[j]
-            raws[i], fixed[i], oks[i] = raw, total, True
             if ranking is not None:
-                ranking.join(i, raw)
+                if was_ok:
+                    ranking.update(i, raws[i], raw)
+                else:
+                    ranking.join(i, raw)
+            raws[i], fixed[i], oks[i] = raw, total, True
         found_fits = ctx.fits
         for i in indices:
             fits[i] = found_fits.get(clusters[i].name)
@@ -265,9 +302,13 @@ class Scheduler:
                     self._fits.put(clusters[i], table.fit_id, req, found)
         return errors
 
-    def _run_filters(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+    def _run_filters(
+        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo, start: int = 0,
+    ) -> Status:
+        """The filters from ``start`` on (those before passed, and would again)."""
         status = SUCCESS
-        for name, run in self._filter_calls:
+        calls = self._filter_calls if not start else self._filter_calls[start:]
+        for name, run in calls:
             try:
                 status = run(ctx, req, cluster)
             except Exception as exc:
@@ -275,6 +316,27 @@ class Scheduler:
             if not status.ok:
                 return status if status.plugin else replace(status, plugin=name)
         return status
+
+    def _some_scores(
+        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
+        kept: tuple[float, ...], redo: tuple[int, ...],
+    ) -> tuple[float, ...] | Status:
+        """``kept`` with the scores at ``redo`` run again (the others read nothing that
+        changed), or the ERROR status of the first that failed."""
+        if not redo:
+            return kept
+        raw = list(kept)
+        calls = self._score_calls
+        for j in redo:
+            name, run, checked = calls[j]
+            try:
+                value = float(run(ctx, req, cluster))
+                if checked and not MIN_SCORE <= value <= MAX_SCORE:
+                    _check_range(value)
+            except Exception as exc:
+                return _plugin_error(name, "score", cluster.name, exc)
+            raw[j] = value
+        return tuple(raw)
 
     def _raw_scores(
         self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
