@@ -10,7 +10,10 @@
   or from its ``Ranking`` (``hub.placement.ranking``), totals kept current on change.
   Re-judging re-runs only the plugins whose ``Depends`` says the change may move their
   answer: with the cluster's settings and its kept fit unchanged (``settings``, ``fits``),
-  only ``Depends.ANY`` ones (Headroom: the used amounts a reservation moved).
+  only ``Depends.ANY`` ones (Headroom: the used amounts a reservation moved). Tables of
+  one shape that differ only in what plugins read of priority and failover (``variant``)
+  are siblings: a cluster one of them judged since it last changed is re-judged in another
+  by re-running only the plugins whose variants differ.
   A decision's result reads the table's own containers (``lend``), not copies: the table
   copies them first (``own``) only if it is about to change while that result is alive.
 - ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
@@ -23,7 +26,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from itertools import compress
 
 from hub.fleet import ClusterInfo, Fit, FleetView, Miss, fit_models
@@ -47,7 +50,7 @@ class ShapeTable:
 
     __slots__ = (
         "clusters", "fit_id", "fits", "fixed", "frees", "lent", "names", "oks", "positions",
-        "ranking", "raws", "redo", "seen", "settings", "statuses",
+        "ranking", "raws", "redo", "seen", "settings", "siblings", "statuses", "variant",
     )
 
     def __init__(
@@ -67,6 +70,8 @@ class ShapeTable:
         self.fixed = [0.0] * count            # weighted sum of the scores not normalized
         self.fits: list[Fit | Miss | None] = [None] * count
         self.settings = [-1] * count          # the cluster's settings_version at its verdict
+        self.variant: tuple[Hashable, ...] = ()   # what plugins read of priority/failover
+        self.siblings: list[ShapeTable] = []  # tables of the same shape but the variant
         self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
         self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
         self.lent: tuple[weakref.ref[Statuses], weakref.ref[ScoreTable]] | None = None
@@ -104,6 +109,11 @@ class ShapeTable:
         if self.ranking is not None:
             self.ranking.own()
 
+    def current(self, index: int, cluster: ClusterInfo) -> bool:
+        """True when this table's verdict on ``clusters[index]`` is of its state now."""
+        return (self.settings[index] == cluster.settings_version
+                and cluster.version <= self.seen and index not in self.redo)
+
     def forget(self, index: int) -> None:
         """Judge this cluster again next time (its verdict is an error, or was not made)."""
         self.redo.add(index)
@@ -117,6 +127,7 @@ class ShapeTable:
         copy.statuses, copy.oks = Statuses(self.statuses), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
         copy.settings = list(self.settings)
+        copy.variant, copy.siblings = self.variant, []
         copy.ranking = None   # a one-off decision ranks on the full path
         copy.frees = self.frees   # by cluster version: the same whatever is excluded
         copy.lent = None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from functools import cached_property
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, cast
 
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
@@ -159,6 +159,29 @@ def depends(plugin: object) -> Depends:
     """A plugin's declared ``depends`` (``Depends.ANY`` when it declares none)."""
     found = getattr(plugin, "depends", Depends.ANY)
     return found if isinstance(found, Depends) else Depends.ANY
+
+
+Variant = Callable[["PlacementRequest"], Hashable]
+
+
+def variant_of(plugin: object) -> Variant | None:
+    """What a plugin's filter and score read of a request's ``priority`` and ``failover``:
+    its ``variant`` method (answers alike for requests it maps alike), None when it declares
+    ``variant = None`` (it reads neither), else both as they are.
+
+    The scheduler keeps one verdict table per request shape; priority and failover enter
+    the shape only through these, so a task at priority 2000 and a failover re-placement
+    share Headroom's "may use the reserve" table, and tables that differ only in some
+    plugins' variants re-judge a cluster from one another by re-running just those plugins.
+    """
+    if not hasattr(plugin, "variant"):
+        return _priority_and_failover
+    found = getattr(plugin, "variant", None)
+    return cast(Variant, found) if callable(found) else None
+
+
+def _priority_and_failover(req: PlacementRequest) -> Hashable:
+    return (req.priority, req.failover)
 
 
 class Plugin(Protocol):

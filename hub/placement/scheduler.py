@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import add, itemgetter, mul
@@ -46,6 +46,7 @@ from hub.placement.framework import (
     ScorePlugin,
     Status,
     depends,
+    variant_of,
 )
 from hub.placement.plugins.node_fit import fit_for
 from hub.placement.profile import DEFAULT_PROFILE, LEAST_OVERQUALIFIED, Profile
@@ -56,7 +57,8 @@ from hub.placement.result import FitError, PlacementResult, ScoreTable
 log = logging.getLogger(__name__)
 
 _SHAPES_KEPT = 1024
-Shape = tuple[str, TaskRequests, int, bool, str]
+Base = tuple[str, TaskRequests, str]   # selector, requests, cluster constraints
+Shape = tuple[Base, tuple[Hashable, ...]]   # + what the plugins read of priority/failover
 FitKey = tuple[str, TaskRequests]
 
 
@@ -108,6 +110,16 @@ class Scheduler:
                           if depends(plugin) >= level))
             for level in (Depends.NODES, Depends.ANY)
         }
+        # What of a request's priority and failover each plugin reads (``variant_of``), and
+        # for two variants, what a table re-runs to take a cluster's verdict from the other.
+        plugins_in_order = list({id(p): p for p in [plugin for _, plugin in self._filters]
+                                 + [plugin for _, _, plugin in self._scores]}.values())
+        self._variants = tuple(
+            (plugin, found) for plugin in plugins_in_order
+            if (found := variant_of(plugin)) is not None)
+        self._across: dict[tuple[tuple[Hashable, ...], tuple[Hashable, ...]],
+                           tuple[int, tuple[int, ...]]] = {}
+        self._siblings: dict[Base, list[ShapeTable]] = {}
         # Totals kept between decisions (``Ranking``) when every normalizer allows it.
         columns = [(j, weight, normalizer) for j, ((_, weight, _), normalizer)
                    in enumerate(zip(self._scores, self._normalizers, strict=True))
@@ -195,13 +207,15 @@ class Scheduler:
     def _table(self, req: PlacementRequest, clusters: tuple[ClusterInfo, ...]) -> ShapeTable:
         """The shape's table, new when the fleet's cluster list changed since."""
         assert self._tables is not None
-        shape: Shape = (req.selector_key, req.requests, req.priority, req.failover,
-                        req.cluster_key)
+        base: Base = (req.selector_key, req.requests, req.cluster_key)
+        variant = tuple([read(req) for _, read in self._variants])
+        shape: Shape = (base, variant)
         table = self._tables.get(shape)
         if table is not None and table.clusters is clusters:
             return table
         if table is None and len(self._tables) >= _SHAPES_KEPT:
             self._tables.clear()
+            self._siblings.clear()
         if table is not None:   # a cluster joined or left: drop what belonged to gone ones
             self._fits.prune({c.name for c in clusters})
         fit_key: FitKey = (req.selector_key, req.requests)
@@ -212,9 +226,30 @@ class Scheduler:
             fit_id = self._fit_ids[fit_key] = next(self._next_fit_id)
         table = self._tables[shape] = ShapeTable(clusters, self._positions(clusters), fit_id,
                                                  self.fleet.tick)
+        table.variant = variant
+        siblings = self._siblings.setdefault(base, [])
+        siblings[:] = [t for t in siblings if t.clusters is clusters]
+        table.siblings = siblings
+        siblings.append(table)
         if self._columns is not None:
             table.ranking = Ranking(len(clusters), self._columns)
         return table
+
+    def _rerun_across(self, mine: tuple[Hashable, ...], theirs: tuple[Hashable, ...],
+                      ) -> tuple[int, tuple[int, ...]]:
+        """From which filter on, and which scores, a table of variant ``mine`` re-runs on a
+        current verdict of variant ``theirs`` (the plugins whose variants differ)."""
+        key = (mine, theirs)
+        found = self._across.get(key)
+        if found is None:
+            differ = {id(plugin) for (plugin, _), a, b in zip(self._variants, mine, theirs,
+                                                              strict=True) if a != b}
+            start = next((k for k, (_, plugin) in enumerate(self._filters)
+                          if id(plugin) in differ), len(self._filters))
+            scores = tuple(j for j, (_, _, plugin) in enumerate(self._scores)
+                           if id(plugin) in differ)
+            found = self._across[key] = (start, scores)
+        return found
 
     def _positions(self, clusters: tuple[ClusterInfo, ...]) -> dict[str, int]:
         """Name -> index in ``clusters`` (kept for the fleet's current cluster list)."""
@@ -239,32 +274,52 @@ class Scheduler:
         kept_fit = self._fits.get
         ranking = table.ranking
         filter_at, rerun = self._filter_at, self._rerun
+        siblings = [t for t in table.siblings if t is not table] if keep else []
         searched: list[int] = []
-        passed: list[tuple[int, tuple[int, ...] | None, bool]] = []   # + scores to re-run, ok
+        # index, the scores to re-run on ``source`` (None: all), was ok, source raw scores
+        passed: list[tuple[int, tuple[int, ...] | None, bool, tuple[float, ...]]] = []
         for i in indices:
             cluster = clusters[i]
+            name = cluster.name
             was_ok = oks[i]
             kept = kept_fit(cluster, table.fit_id) if keep else None
             if kept is not None:
-                ctx.fits[cluster.name] = kept
+                ctx.fits[name] = kept
             else:
                 searched.append(i)
             now = cluster.settings_version
             redo: tuple[int, ...] | None = None
-            if keep and settings[i] == now:
-                start, scores = rerun[Depends.ANY if kept is not None and kept is fits[i]
-                                      else Depends.NODES]
-                status = statuses[cluster.name]
-                if status.ok or filter_at.get(status.plugin, start) >= start:
-                    status = statuses[cluster.name] = self._run_filters(ctx, req, cluster, start)
-                if was_ok:
-                    redo = scores
+            source = table
+            if keep and settings[i] == now and kept is not None and kept is fits[i]:
+                start, scores = rerun[Depends.ANY]
             else:
-                status = statuses[cluster.name] = self._run_filters(ctx, req, cluster)
+                start, scores = 0, ()
+                for sibling in siblings:
+                    if sibling.current(i, cluster):
+                        source = sibling
+                        start, scores = self._rerun_across(table.variant, sibling.variant)
+                        found = sibling.fits[i]
+                        if found is not None:
+                            ctx.fits[name] = found
+                        break
+                else:
+                    if keep and settings[i] == now:
+                        start, scores = rerun[Depends.NODES]
+                    else:
+                        start = -1
+            if start < 0:
+                status = self._run_filters(ctx, req, cluster)
+            else:
+                status = source.statuses[name]
+                if status.ok or filter_at.get(status.plugin, start) >= start:
+                    status = self._run_filters(ctx, req, cluster, start)
+                if source.oks[i]:
+                    redo = scores
+            statuses[name] = status
             settings[i] = now if keep else -1
             oks[i] = False
             if status.ok:
-                passed.append((i, redo, was_ok))
+                passed.append((i, redo, was_ok, source.raws[i]))
                 continue
             if ranking is not None and was_ok:
                 ranking.leave(i, raws[i])
@@ -274,9 +329,9 @@ class Scheduler:
             ctx.defer_feasible(table.passed)
         errors: dict[str, Status] = {}
         fixed, plain = table.fixed, self._plain_weights
-        for i, redo, was_ok in passed:
+        for i, redo, was_ok, base in passed:
             raw = (self._raw_scores(ctx, req, clusters[i]) if redo is None
-                   else self._some_scores(ctx, req, clusters[i], raws[i], redo))
+                   else self._some_scores(ctx, req, clusters[i], base, redo))
             if isinstance(raw, Status):
                 errors[clusters[i].name] = raw
                 table.forget(i)

@@ -32,6 +32,7 @@ class AcceleratorFit:
 
     name: ClassVar[str] = NAME
     depends: ClassVar[Depends] = Depends.NODES
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

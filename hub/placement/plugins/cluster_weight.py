@@ -21,6 +21,7 @@ class ClusterWeight:
 
     name: ClassVar[str] = NAME
     depends: ClassVar[Depends] = Depends.SETTINGS
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

@@ -41,6 +41,7 @@ class NodeFit:
 
     name: ClassVar[str] = NAME
     depends: ClassVar[Depends] = Depends.NODES
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle
