@@ -39,6 +39,7 @@ _CPU_BUCKETS = 48
 _SHARE_BUCKETS = 10
 _MATCH_MEMO_LIMIT = 100_000
 _SELECTORS_KEPT = 1024
+_CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
 MatchMemo = dict[tuple[str, LabelKey], bool]
@@ -235,6 +236,8 @@ class ClusterInfo:
         self._totals: dict[str, ModelTotals] = {}
         self._matches: dict[str, tuple[int, Matches]] = {}
         self.model_versions: dict[str, int] = {}   # read-only outside: see model_version
+        self._changes: list[tuple[int, str]] = []   # (version, node) of recent node changes
+        self._changes_from = 0                      # ... complete after this version
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -275,6 +278,18 @@ class ClusterInfo:
         """True when the node's label group holds no node with devices."""
         group = self._node_group.get(node)
         return group is not None and group.gpu_nodes == 0
+
+    def nodes_changed_since(self, tick: int) -> list[str] | None:
+        """Names of the nodes added, changed or removed since ``tick`` (newest first, may
+        repeat), or None when that is further back than the recent changes kept."""
+        if tick < self._changes_from:
+            return None
+        out: list[str] = []
+        for version, node in reversed(self._changes):
+            if version <= tick:
+                break
+            out.append(node)
+        return out
 
     def totals(self) -> dict[str, ModelTotals]:
         """Running sums per capacity row (device model or ``none``); do not modify."""
@@ -338,6 +353,7 @@ class ClusterInfo:
         self._account(old, -1)
         self._settle(self._tidy(group, old), marks, group)
         self._bump()
+        self._changed(name)
 
     def _hold(self, node: str, delta: Hold, sign: int) -> None:
         """Add or take away a reservation's hold on one node and refile the node."""
@@ -386,6 +402,15 @@ class ClusterInfo:
             changed |= self._tidy(old_group, old)
         self._settle(changed, marks, group, old_group)
         self._bump()
+        self._changed(new.name)
+
+    def _changed(self, node: str) -> None:
+        """Log a node change at the current version (the last ``_CHANGES_KEPT`` or more)."""
+        changes = self._changes
+        changes.append((self.version, node))
+        if len(changes) > 2 * _CHANGES_KEPT:
+            self._changes_from = changes[_CHANGES_KEPT - 1][0]
+            del changes[:_CHANGES_KEPT]
 
     def _tidy(self, group: Group, old: NodeState) -> bool:
         """Drop what ``old`` left empty in its group (or the group); True if anything went."""

@@ -18,7 +18,10 @@
   copies them first (``own``) only if it is about to change while that result is alive.
 - ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
   the cluster's ``layout_version`` and the ``model_version`` of every model the search read
-  (``hub.fleet.fit_models``) stay put. A re-judged cluster reuses it - so a reservation on
+  (``hub.fleet.fit_models``) stay put - or, for a one-replica answer of the ``tightest``
+  search, while the nodes that changed since could not now be chosen before it
+  (``hub.fleet.certify``/``still_found``: a reservation or report elsewhere in the
+  cluster rarely moves it). A re-judged cluster reuses it - so a reservation on
   an H100 node re-runs the cheap plugins for a V100 request but not its fit search - and the
   priority and failover variants of one request share it.
 """
@@ -29,14 +32,24 @@ import weakref
 from collections.abc import Hashable, Mapping
 from itertools import compress
 
-from hub.fleet import ClusterInfo, Fit, FleetView, Miss, fit_models
+from hub.fleet import (
+    Certificate,
+    ClusterInfo,
+    Fit,
+    FleetView,
+    Miss,
+    certify,
+    fit_models,
+    still_found,
+)
 from hub.placement.framework import SUCCESS, PlacementRequest, Status
 from hub.placement.ranking import Ranking
 from hub.placement.result import ScoreTable
 
 _FITS_PER_CLUSTER = 512
 
-FitEntry = tuple[Fit | Miss, int, tuple[str, ...]]   # answer, cluster version, models read
+# answer, cluster version it was found at, models read, certificate, version checked up to
+FitEntry = tuple[Fit | Miss, int, tuple[str, ...], Certificate | None, int]
 
 
 class Statuses(dict[str, Status]):
@@ -152,29 +165,44 @@ class FitCache:
     def __init__(self) -> None:
         self._entries: dict[str, dict[int, FitEntry]] = {}
 
-    def get(self, cluster: ClusterInfo, fit_id: int) -> Fit | Miss | None:
-        """The kept answer if nothing it read has changed since, else None."""
+    def get(self, cluster: ClusterInfo, fit_id: int, req: PlacementRequest,
+            ) -> tuple[Fit | Miss, bool] | None:
+        """The kept answer if it is still the search's answer, and True when nothing it read
+        has changed since (False: nodes it read changed, none in a way that moves it)."""
         per_cluster = self._entries.get(cluster.name)
         entry = None if per_cluster is None else per_cluster.get(fit_id)
         if entry is None:
             return None
-        found, stamp, models = entry
-        if cluster.layout_version > stamp:
+        found, stamp, models, cert, checked = entry
+        if cluster.layout_version > stamp or cluster.settings_version > stamp:
             return None
         versions = cluster.model_versions
         for model in models:
             if versions.get(model, 0) > stamp:
-                return None
-        return found
+                break
+        else:
+            return found, True
+        now = cluster.version
+        if checked == now:
+            return found, False
+        changed = None if cert is None else cluster.nodes_changed_since(checked)
+        if changed is None or cert is None or not still_found(
+                cluster, req.selector, req.selector_key, req.requests, cert, changed):
+            del per_cluster[fit_id]   # type: ignore[union-attr]
+            return None
+        per_cluster[fit_id] = (found, stamp, models, cert, now)   # type: ignore[index]
+        return found, False
 
     def put(self, cluster: ClusterInfo, fit_id: int, req: PlacementRequest,
-            found: Fit | Miss) -> None:
+            found: Fit | Miss, least_overqualified: bool = False) -> None:
         """Keep an answer ``find_fit`` just gave for this cluster as it is now."""
         per_cluster = self._entries.setdefault(cluster.name, {})
         if len(per_cluster) >= _FITS_PER_CLUSTER:
             per_cluster.clear()
         models = fit_models(cluster, req.selector, req.selector_key, req.requests, found)
-        per_cluster[fit_id] = (found, cluster.version, models)
+        cert = certify(cluster, req.selector, req.selector_key, req.requests, found,
+                       least_overqualified)
+        per_cluster[fit_id] = (found, cluster.version, models, cert, cluster.version)
 
     def prune(self, names: set[str]) -> None:
         """Forget clusters no longer in the fleet."""

@@ -142,16 +142,19 @@ class Depends(IntEnum):
 
     The scheduler re-runs a plugin for a cluster that changed only when what it reads may
     have: a reservation moves a cluster's used amounts (``ANY``: Headroom) but neither its
-    settings nor, for most request shapes, the nodes their fit search read.
+    settings nor, for most request shapes, the nodes their fit search read. A plugin that
+    declares one must not rely on what another plugin wrote into the ``CycleState`` during
+    the decision (``fits`` aside): it may run without the others.
     """
 
     SETTINGS = 0
     """The cluster's own settings only: name, labels, weight, headroom, state, cordon,
     taints (``ClusterInfo.settings_version``)."""
-    NODES = 1
-    """... and the fit search's answer, or anything else read from the nodes that search
-    reads: the answer ``FitCache`` keeps while those nodes and the layout stay put."""
-    ANY = 2
+    FIT = 1
+    """... and the fit search's answer (``ctx.fits``), as a value."""
+    NODES = 2
+    """... and anything else read from the nodes that search reads (``fit_models``)."""
+    ANY = 3
     """Anything in the cluster: run again whenever its ``version`` moves."""
 
 

@@ -108,7 +108,7 @@ class Scheduler:
                          len(filter_levels)),
                     tuple(j for j, (_, _, plugin) in enumerate(self._scores)
                           if depends(plugin) >= level))
-            for level in (Depends.NODES, Depends.ANY)
+            for level in (Depends.FIT, Depends.NODES, Depends.ANY)
         }
         # What of a request's priority and failover each plugin reads (``variant_of``), and
         # for two variants, what a table re-runs to take a cluster's verdict from the other.
@@ -282,7 +282,8 @@ class Scheduler:
             cluster = clusters[i]
             name = cluster.name
             was_ok = oks[i]
-            kept = kept_fit(cluster, table.fit_id) if keep else None
+            got = kept_fit(cluster, table.fit_id, req) if keep else None
+            kept = None if got is None else got[0]
             if kept is not None:
                 ctx.fits[name] = kept
             else:
@@ -290,8 +291,11 @@ class Scheduler:
             now = cluster.settings_version
             redo: tuple[int, ...] | None = None
             source = table
-            if keep and settings[i] == now and kept is not None and kept is fits[i]:
-                start, scores = rerun[Depends.ANY]
+            if keep and settings[i] == now and got is not None and (
+                    kept is fits[i] or kept == fits[i]):
+                # the same answer: as found when judged (ANY), or nodes it read changed
+                start, scores = rerun[Depends.ANY if got[1] and kept is fits[i]
+                                      else Depends.NODES]
             else:
                 start, scores = 0, ()
                 for sibling in siblings:
@@ -304,7 +308,7 @@ class Scheduler:
                         break
                 else:
                     if keep and settings[i] == now:
-                        start, scores = rerun[Depends.NODES]
+                        start, scores = rerun[Depends.FIT]
                     else:
                         start = -1
             if start < 0:
@@ -354,7 +358,8 @@ class Scheduler:
             for i in searched:
                 found = fits[i]
                 if found is not None:
-                    self._fits.put(clusters[i], table.fit_id, req, found)
+                    self._fits.put(clusters[i], table.fit_id, req, found,
+                                   self._least_overqualified)
         return errors
 
     def _run_filters(

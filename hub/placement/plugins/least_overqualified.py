@@ -28,7 +28,7 @@ class LeastOverqualified:
     """Prefers the feasible cluster whose chosen accelerator ranks lowest."""
 
     name: ClassVar[str] = NAME
-    depends: ClassVar[Depends] = Depends.NODES
+    depends: ClassVar[Depends] = Depends.FIT
     variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:

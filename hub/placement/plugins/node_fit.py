@@ -40,7 +40,7 @@ class NodeFit:
     """Rejects clusters where no node (set) has room for every replica."""
 
     name: ClassVar[str] = NAME
-    depends: ClassVar[Depends] = Depends.NODES
+    depends: ClassVar[Depends] = Depends.FIT
     variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
