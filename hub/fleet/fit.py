@@ -214,7 +214,7 @@ def still_found(
     matched = cluster.matching(selector, key)
     cpu, mem = requests.cpu_milli, requests.memory_mib
     models, reserve = cert.models, cert.reserve
-    if cert.cls is not None and _model_order(cluster, matched, requests) != (models, reserve):
+    if cert.cls is not None and not _order_holds(cluster, cert, requests):
         return False
     memory = requests.gpu_memory_mib
     for name in set(changed):
@@ -229,10 +229,14 @@ def still_found(
                 return False
             continue
         for cls, slot in node.classes.items():
-            if cls[1] < memory or cls[0] not in models:
+            if cls[1] < memory:
                 continue
             tight = _tightness(slot.full, slot.partial, requests)
             if tight is None:
+                continue
+            if cls[0] not in models:   # a model that had no room joins the search
+                if _group_of(matched, node) is not None:
+                    return False
                 continue
             rank = (int(reserve[models.index(cls[0])]), tight)
             if rank > cert.rank:
@@ -252,6 +256,27 @@ def _group_of(matched: Matches, node: NodeState) -> int | None:
         if group.key == group_key if group_key is not None else node.name in group.nodes:
             return k
     return None
+
+
+def _order_holds(cluster: ClusterInfo, cert: Certificate, requests: TaskRequests) -> bool:
+    """True when the certificate's models still come in its order with its reserve flags
+    (a model that left the search cannot change the answer; one that joins is a changed
+    node's, which ``still_found`` checks)."""
+    need = requests.gpu_milli * requests.replicas
+    headroom = cluster.headroom - 1e-9
+    last: tuple[float, str] | None = None
+    for model, flag in zip(cert.models, cert.reserve, strict=True):
+        total, used = cluster.device_milli(model)
+        if total > 0 and ((total - used - requests.gpu_milli) / total < headroom) != flag:
+            return False
+        if total <= 0 and flag:
+            return False
+        if len(cert.models) > 1:
+            place = (-(total - used - need) / total if total else float("inf"), model)
+            if last is not None and place < last:
+                return False
+            last = place
+    return True
 
 
 def _model_order(

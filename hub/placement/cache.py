@@ -29,7 +29,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from itertools import compress
 
 from hub.fleet import (
@@ -58,12 +58,55 @@ class Statuses(dict[str, Status]):
     __slots__ = ("__weakref__",)
 
 
+Row = tuple[Status, bool, tuple[float, ...], float, tuple[float, ...]]
+"""One cluster's verdict as lent: status, ok, raw scores, total, normalized scores."""
+
+
+class Journal:
+    """What a lent decision's rows were before the table changed them (first change only):
+    the decision reads the table's containers through it, so lending copies nothing."""
+
+    __slots__ = ("__weakref__", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+
+
+class LentStatuses(Mapping[str, Status]):
+    """A decision's statuses: the table's, as they were when lent (built on first read)."""
+
+    __slots__ = ("_journal", "_names", "_read", "_statuses")
+
+    def __init__(self, names: list[str], statuses: dict[str, Status], journal: Journal) -> None:
+        self._names, self._statuses, self._journal = names, statuses, journal
+        self._read: dict[str, Status] | None = None
+
+    def _all(self) -> dict[str, Status]:
+        read = self._read
+        if read is None:
+            read = self._read = dict(self._statuses)
+            names = self._names
+            for i, row in self._journal.rows.items():
+                read[names[i]] = row[0]
+        return read
+
+    def __getitem__(self, key: str) -> Status:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._statuses)
+
+
 class ShapeTable:
     """One request shape's verdicts, aligned with the fleet's clusters (sorted by name)."""
 
     __slots__ = (
         "clusters", "fit_id", "fits", "fixed", "frees", "lent", "names", "oks", "positions",
-        "ranking", "raws", "redo", "seen", "settings", "siblings", "statuses", "variant",
+        "ranking", "raws", "recording", "redo", "seen", "settings", "siblings", "statuses",
+        "variant",
     )
 
     def __init__(
@@ -87,7 +130,8 @@ class ShapeTable:
         self.siblings: list[ShapeTable] = []  # tables of the same shape but the variant
         self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
         self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
-        self.lent: tuple[weakref.ref[Statuses], weakref.ref[ScoreTable]] | None = None
+        self.lent: list[weakref.ref[Journal]] = []   # decisions lent, maybe still read
+        self.recording: list[Journal] = []           # ... of those, the ones alive
 
     def due(self, fleet: FleetView) -> list[int]:
         """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
@@ -100,27 +144,37 @@ class ShapeTable:
         due.update(positions[c.name] for c in changed)
         return sorted(due)
 
-    def lend(self, plugins: tuple[str, ...]) -> tuple[Statuses, ScoreTable]:
+    def lend(self, plugins: tuple[str, ...]) -> tuple[Mapping[str, Status], ScoreTable]:
         """This decision's statuses and (ranked) score table, read from the table's own
-        containers; they stay as they are now (``own`` copies before the table changes)."""
-        assert self.ranking is not None
+        containers through a ``Journal`` that keeps the rows the table changes later."""
+        ranking = self.ranking
+        assert ranking is not None
+        journal = Journal()
         table = ScoreTable.aligned(plugins, self.names, self.oks, self.raws,
-                                   self.ranking.aligned(), self.ranking.totals)
-        self.lent = (weakref.ref(self.statuses), weakref.ref(table))
-        return self.statuses, table
+                                   ranking.aligned(), ranking.totals, journal.rows)
+        self.lent.append(weakref.ref(journal))
+        return LentStatuses(self.names, self.statuses, journal), table
 
     def own(self) -> None:
-        """About to change: if a result still holds what ``lend`` gave, copy it away first."""
-        lent = self.lent
-        if lent is None:
-            return
-        self.lent = None
-        if lent[0]() is None and lent[1]() is None:
-            return
-        self.statuses = Statuses(self.statuses)
-        self.oks, self.raws = list(self.oks), list(self.raws)
+        """About to change: note which lent decisions are still alive (``save`` keeps
+        their rows before a change)."""
+        recording = self.recording = [j for ref in self.lent if (j := ref()) is not None]
+        if len(recording) != len(self.lent):
+            self.lent = [weakref.ref(j) for j in recording]
         if self.ranking is not None:
-            self.ranking.own()
+            self.ranking.save = self.save if recording else None
+
+    def save(self, index: int) -> None:
+        """Row ``index`` is about to change: keep it as it is for each live lent decision."""
+        row: Row | None = None
+        for journal in self.recording:
+            if index not in journal.rows:
+                if row is None:
+                    ranking = self.ranking
+                    assert ranking is not None
+                    row = (self.statuses[self.names[index]], self.oks[index],
+                           self.raws[index], *ranking.row(index))
+                journal.rows[index] = row
 
     def current(self, index: int, cluster: ClusterInfo) -> bool:
         """True when this table's verdict on ``clusters[index]`` is of its state now."""
@@ -143,7 +197,7 @@ class ShapeTable:
         copy.variant, copy.siblings = self.variant, []
         copy.ranking = None   # a one-off decision ranks on the full path
         copy.frees = self.frees   # by cluster version: the same whatever is excluded
-        copy.lent = None
+        copy.lent, copy.recording = [], []
         return copy
 
     def feasible(self) -> tuple[list[str], list[tuple[float, ...]], list[float]]:

@@ -24,7 +24,7 @@ index, i.e. the first cluster name, as the full path's ``totals.index(max(totals
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import compress
 
 from hub.placement.framework import MAX_SCORE, MIN_SCORE, ColumnNormalizer
@@ -37,7 +37,7 @@ class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
     __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_summaries",
-                 "totals")
+                 "save", "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
@@ -48,16 +48,16 @@ class Ranking:
         self._moved = True   # the counts changed since the summaries were taken
         self._heap: list[tuple[float, int]] = []
         self.totals = [0.0] * count   # valid for the clusters the table marks ok
+        self.save: Callable[[int], None] | None = None   # called before a row changes
 
     @property
     def settled(self) -> bool:
         """True when ``refresh`` has nothing to recompute (so it changes nothing)."""
         return not self._dirty and _UNSET not in self._summaries
 
-    def own(self) -> None:
-        """Take fresh copies of the lists a decision's ``ScoreTable`` may still hold."""
-        self.totals = list(self.totals)
-        self._norms = [list(norms) for norms in self._norms]
+    def row(self, index: int) -> tuple[float, tuple[float, ...]]:
+        """A cluster's total and normalized scores (for a ``Journal``)."""
+        return self.totals[index], tuple(norms[index] for norms in self._norms)
 
     def leave(self, index: int, raw: tuple[float, ...]) -> None:
         """Feasible cluster ``index``, with these raw scores, is no longer feasible."""
@@ -153,8 +153,10 @@ class Ranking:
         columns = [(j, weight, normalizer.normalized, summary, norms)
                    for (j, weight, normalizer), summary, norms
                    in zip(self._columns, self._summaries, self._norms, strict=True)]
-        totals = self.totals
+        totals, save = self.totals, self.save
         for i in indices:
+            if save is not None:
+                save(i)
             raw = raws[i]
             total = fixed[i]
             for j, weight, normalized, summary, norms in columns:

@@ -278,7 +278,10 @@ class Scheduler:
         searched: list[int] = []
         # index, the scores to re-run on ``source`` (None: all), was ok, source raw scores
         passed: list[tuple[int, tuple[int, ...] | None, bool, tuple[float, ...]]] = []
+        save = table.save if table.recording else None
         for i in indices:
+            if save is not None:
+                save(i)
             cluster = clusters[i]
             name = cluster.name
             was_ok = oks[i]
