@@ -131,7 +131,7 @@ class ShapeTable:
         self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
         self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
         self.lent: list[weakref.ref[Journal]] = []   # decisions lent, maybe still read
-        self.recording: list[Journal] = []           # ... of those, the ones alive
+        self.recording: list[Journal] = []           # ... the ones alive (while changing)
 
     def due(self, fleet: FleetView) -> list[int]:
         """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
@@ -149,6 +149,8 @@ class ShapeTable:
         containers through a ``Journal`` that keeps the rows the table changes later."""
         ranking = self.ranking
         assert ranking is not None
+        self.recording = []   # this decision's changes are made: hold no journal alive
+        ranking.save = None
         journal = Journal()
         table = ScoreTable.aligned(plugins, self.names, self.oks, self.raws,
                                    ranking.aligned(), ranking.totals, journal.rows)
