@@ -36,8 +36,8 @@ _UNSET = object()
 class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
-    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_summaries",
-                 "save", "totals")
+    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_renorm",
+                 "_summaries", "save", "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
@@ -45,6 +45,7 @@ class Ranking:
         self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
         self._norms = [[0.0] * count for _ in self._columns]
         self._dirty: set[int] = set()
+        self._renorm: set[int] = set()   # dirty ones whose normalized columns' raws moved
         self._moved = True   # the counts changed since the summaries were taken
         self._heap: list[tuple[float, int]] = []
         self.totals = [0.0] * count   # valid for the clusters the table marks ok
@@ -77,6 +78,7 @@ class Ranking:
             value = raw[j]
             counts[value] = counts.get(value, 0) + 1
         self._dirty.add(index)
+        self._renorm.add(index)
         self._moved = True
 
     def update(self, index: int, old: tuple[float, ...], new: tuple[float, ...]) -> None:
@@ -96,6 +98,7 @@ class Ranking:
                 del counts[was]
             counts[value] = counts.get(value, 0) + 1
             self._moved = True
+            self._renorm.add(index)
 
     def refresh(
         self, oks: Sequence[bool], raws: Sequence[tuple[float, ...]], fixed: Sequence[float],
@@ -115,12 +118,13 @@ class Ranking:
                 self._moved = False
             due = (list(compress(range(len(oks)), oks)) if moved
                    else [i for i in self._dirty if oks[i]])
-            self._compute(due, raws, fixed)
+            self._compute(due, raws, fixed, None if moved else self._renorm)
         except Exception:
             self._summaries = [_UNSET] * len(self._columns)
             self._moved = True
             return False
         self._dirty.clear()
+        self._renorm.clear()
         totals, heap = self.totals, self._heap
         if moved or len(heap) > 2 * len(oks) + 64:
             heap[:] = [(-totals[i], i) for i in compress(range(len(oks)), oks)]
@@ -147,9 +151,11 @@ class Ranking:
 
     def _compute(
         self, indices: Sequence[int], raws: Sequence[tuple[float, ...]],
-        fixed: Sequence[float],
+        fixed: Sequence[float], renorm: set[int] | None = None,
     ) -> None:
-        """``fixed + weight x normalized`` per column in profile order, as the full path."""
+        """``fixed + weight x normalized`` per column in profile order, as the full path;
+        with ``renorm``, indices outside it keep their normalized scores (their raws and
+        the summaries did not move) and only their totals are summed again."""
         columns = [(j, weight, normalizer.normalized, summary, norms)
                    for (j, weight, normalizer), summary, norms
                    in zip(self._columns, self._summaries, self._norms, strict=True)]
@@ -157,8 +163,13 @@ class Ranking:
         for i in indices:
             if save is not None:
                 save(i)
-            raw = raws[i]
             total = fixed[i]
+            if renorm is not None and i not in renorm:
+                for _, weight, _, _, norms in columns:
+                    total = total + weight * norms[i]
+                totals[i] = total
+                continue
+            raw = raws[i]
             for j, weight, normalized, summary, norms in columns:
                 value = normalized(summary, raw[j])
                 if not MIN_SCORE <= value <= MAX_SCORE:
