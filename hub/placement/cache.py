@@ -226,7 +226,9 @@ class FitCache:
         """The kept answer if it is still the search's answer, and True when nothing it read
         has changed since (False: nodes it read changed, none in a way that moves it)."""
         per_cluster = self._entries.get(cluster.name)
-        entry = None if per_cluster is None else per_cluster.get(fit_id)
+        if per_cluster is None:
+            return None
+        entry = per_cluster.get(fit_id)
         if entry is None:
             return None
         found, stamp, models, cert, checked = entry
@@ -244,9 +246,9 @@ class FitCache:
         changed = None if cert is None else cluster.nodes_changed_since(checked)
         if changed is None or cert is None or not still_found(
                 cluster, req.selector, req.selector_key, req.requests, cert, changed):
-            del per_cluster[fit_id]   # type: ignore[union-attr]
+            del per_cluster[fit_id]
             return None
-        per_cluster[fit_id] = (found, stamp, models, cert, now)   # type: ignore[index]
+        per_cluster[fit_id] = (found, stamp, models, cert, now)
         return found, False
 
     def put(self, cluster: ClusterInfo, fit_id: int, req: PlacementRequest,

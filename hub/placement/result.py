@@ -97,12 +97,13 @@ class ScoreTable:
             names, oks, raws, normalized, totals, before = (
                 self._aligned or ((), (), (), {}, (), None))
             if before:   # the rows as they were when this table was made
-                oks, raws, totals = list(oks), list(raws), list(totals)
-                normalized = {j: list(column) for j, column in normalized.items()}
+                was_ok, was_raw, was_total = list(oks), list(raws), list(totals)
+                was_norm = {j: list(column) for j, column in normalized.items()}
                 for i, (_, ok, raw, total, norms) in before.items():
-                    oks[i], raws[i], totals[i] = ok, raw, total
-                    for column, value in zip(normalized.values(), norms, strict=True):
+                    was_ok[i], was_raw[i], was_total[i] = ok, raw, total
+                    for column, value in zip(was_norm.values(), norms, strict=True):
                         column[i] = value
+                oks, raws, totals, normalized = was_ok, was_raw, was_total, was_norm
             parts = self._parts = (
                 list(compress(names, oks)), list(compress(raws, oks)),
                 {j: list(compress(column, oks)) for j, column in normalized.items()},
