@@ -7,7 +7,17 @@ See docs/concepts/placement.md.
 """
 
 from hub.fleet.cluster import ClusterInfo, Matches, ModelTotals
-from hub.fleet.fit import Fit, Miss, MissKind, find_fit, find_plain_fit, fit_models
+from hub.fleet.fit import (
+    Certificate,
+    Fit,
+    Miss,
+    MissKind,
+    certify,
+    find_fit,
+    find_plain_fit,
+    fit_models,
+    still_found,
+)
 from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState, collector_paused
 from hub.fleet.view import PER_NODE_LABEL_KEYS, FleetView, Reservation
 
@@ -15,6 +25,7 @@ __all__ = [
     "NO_MODEL",
     "PER_NODE_LABEL_KEYS",
     "WHOLE",
+    "Certificate",
     "ClusterInfo",
     "Fit",
     "FleetView",
@@ -25,8 +36,10 @@ __all__ = [
     "ModelTotals",
     "NodeState",
     "Reservation",
+    "certify",
     "collector_paused",
     "find_fit",
     "find_plain_fit",
     "fit_models",
+    "still_found",
 ]

@@ -18,7 +18,8 @@ cluster's filter verdicts by it. Finer stamps say what changed, so a cached fit 
 valid while the nodes it read did not change: ``model_version(m)`` moves when a node with
 devices of model ``m`` (``NO_MODEL``: a node without devices) is added, changed or removed,
 and ``layout_version`` when label groups, their device classes or "some node is
-schedulable" change.
+schedulable" change; ``settings_version`` when the cluster's own settings (labels, weight,
+headroom, state, cordon, taints) change.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _CPU_BUCKETS = 48
 _SHARE_BUCKETS = 10
 _MATCH_MEMO_LIMIT = 100_000
 _SELECTORS_KEPT = 1024
+_CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
 MatchMemo = dict[tuple[str, LabelKey], bool]
@@ -265,6 +267,7 @@ class ClusterInfo:
         self._on_change = on_change
         self.version = next(_TICKS)
         self.layout_version = self.version
+        self.settings_version = self.version   # moves when labels, weight...taints change
         # Sums over schedulable nodes only: the headroom reserve is a fraction of these.
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
         self.schedulable_nodes = 0
@@ -279,6 +282,8 @@ class ClusterInfo:
         self._totals: dict[str, ModelTotals] = {}
         self._matches: dict[str, tuple[int, Matches]] = {}
         self.model_versions: dict[str, int] = {}   # read-only outside: see model_version
+        self._changes: list[tuple[int, str]] = []   # (version, node) of recent node changes
+        self._changes_from = 0                      # ... complete after this version
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -320,6 +325,18 @@ class ClusterInfo:
         group = self._node_group.get(node)
         return group is not None and group.gpu_nodes == 0
 
+    def nodes_changed_since(self, tick: int) -> list[str] | None:
+        """Names of the nodes added, changed or removed since ``tick`` (newest first, may
+        repeat), or None when that is further back than the recent changes kept."""
+        if tick < self._changes_from:
+            return None
+        out: list[str] = []
+        for version, node in reversed(self._changes):
+            if version <= tick:
+                break
+            out.append(node)
+        return out
+
     def totals(self) -> dict[str, ModelTotals]:
         """Running sums per capacity row (device model or ``none``); do not modify."""
         return self._totals
@@ -357,10 +374,12 @@ class ClusterInfo:
     ) -> None:
         if taints is not None and tuple(taints) != self.taints:
             self.taints = tuple(taints)
+            self.settings_version = next(_TICKS)
             self._bump()
         new = (dict(labels), weight, headroom, state, cordoned)
         if new != (self.labels, self.weight, self.headroom, self.state, self.cordoned):
             self.labels, self.weight, self.headroom, self.state, self.cordoned = new
+            self.settings_version = next(_TICKS)
             self._bump()
 
     def _put(self, info: NodeInfo) -> None:
@@ -431,6 +450,10 @@ class ClusterInfo:
             self.layout_version = next(_TICKS)
             self._account_all(added)
             self._bump()
+            # Not logged node by node: a fit kept from before this inventory is searched
+            # again (nodes_changed_since answers None for any earlier tick).
+            self._changes.clear()
+            self._changes_from = self.version
 
     def _drop(self, name: str) -> None:
         old = self._nodes.pop(name, None)
@@ -442,6 +465,7 @@ class ClusterInfo:
         self._account(old, -1)
         self._settle(self._tidy(group, old), marks, group)
         self._bump()
+        self._changed(name)
 
     def _hold(self, node: str, delta: Hold, sign: int) -> None:
         """Add or take away a reservation's hold on one node and refile the node."""
@@ -480,6 +504,15 @@ class ClusterInfo:
             changed |= self._tidy(old_group, old)
         self._settle(changed, marks, group, old_group)
         self._bump()
+        self._changed(new.name)
+
+    def _changed(self, node: str) -> None:
+        """Log a node change at the current version (the last ``_CHANGES_KEPT`` or more)."""
+        changes = self._changes
+        changes.append((self.version, node))
+        if len(changes) > 2 * _CHANGES_KEPT:
+            self._changes_from = changes[_CHANGES_KEPT - 1][0]
+            del changes[:_CHANGES_KEPT]
 
     def _group_for(self, new: NodeState) -> Group:
         """The label group of a node (made if new); the node's labels become the group's,

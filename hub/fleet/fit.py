@@ -12,6 +12,9 @@ node).
 
 ``fit_models`` names the device models whose nodes a search's answer read, so a caller can
 keep the answer while ``ClusterInfo.model_version`` of each (and ``layout_version``) stay put.
+``certify`` and ``still_found`` go finer, node by node: a one-replica answer of the
+``tightest`` search stays the answer while the chosen node is unchanged and no node that
+changed since could now be chosen before it (``ClusterInfo.nodes_changed_since``).
 
 ``plan_holds`` is what ``FleetView.reserve`` uses to turn "these nodes" into exact holds
 (which devices, how much of each), refusing with ``Conflict`` when the nodes no longer fit.
@@ -28,7 +31,7 @@ from fuyao.errors import Conflict
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
 from hub.fleet.cluster import ClassIndex, ClusterInfo, Matches, cpu_bucket
-from hub.fleet.nodes import NO_MODEL, WHOLE, Hold, NodeState
+from hub.fleet.nodes import NO_MODEL, WHOLE, DeviceClass, Hold, NodeState
 
 
 class MissKind(IntEnum):
@@ -146,6 +149,160 @@ def fit_models(
     if isinstance(found, Fit) and cluster.in_plain_group(found.nodes[-1]):
         return (NO_MODEL,)
     return (NO_MODEL, *matched.models())
+
+
+@dataclass(frozen=True, slots=True)
+class Certificate:
+    """What a one-replica answer of ``find_fit`` (``tightest``) rests on, to re-check it
+    node by node (``still_found``) instead of searching again."""
+
+    node: str                      # the chosen node
+    cls: DeviceClass | None        # its device class (None: a CPU request)
+    group: int                     # its label group's place among those matched
+    rank: tuple[int, int]          # GPU: (in reserve, tightness); CPU: (group, bucket order)
+    models: tuple[str, ...] = ()   # GPU: the models in search order...
+    reserve: tuple[bool, ...] = ()  # ... and whether each would eat into the reserve
+
+
+def certify(
+    cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
+    found: Fit | Miss, least_overqualified: bool = False,
+) -> Certificate | None:
+    """The certificate of an answer ``find_fit`` just gave, or None when there is none to
+    give (a miss, several replicas, a per-node selector, ``least-overqualified``, a share
+    placed on a whole card)."""
+    if (least_overqualified or not isinstance(found, Fit) or requests.replicas != 1
+            or len(found.nodes) != 1):
+        return None
+    matched = cluster.matching(selector, key)
+    node = cluster.node(found.nodes[0])
+    if matched.per_node or node is None:
+        return None
+    group = _group_of(matched, node)
+    if group is None:
+        return None
+    if requests.gpu_milli == 0:
+        if found.model is not None:
+            return None
+        return Certificate(node.name, None, group,
+                           (group, _bucket_order(cpu_bucket(node.cpu), requests)))
+    slots = [(cls, slot) for cls, slot in node.classes.items()
+             if cls[0] == found.model and cls[1] >= requests.gpu_memory_mib]
+    if len(slots) != 1:
+        return None
+    cls, slot = slots[0]
+    tight = _tightness(slot.full, slot.partial, requests)
+    if tight is None or (requests.gpu_milli < WHOLE and tight >= WHOLE // 100):
+        return None
+    models, reserve = _model_order(cluster, matched, requests)
+    if cls[0] not in models:
+        return None
+    return Certificate(node.name, cls, group, (int(reserve[models.index(cls[0])]), tight),
+                       models, reserve)
+
+
+def still_found(
+    cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
+    cert: Certificate, changed: Sequence[str],
+) -> bool:
+    """True when ``find_fit`` would still answer the certified node, given that only the
+    nodes ``changed`` have changed since (and not the cluster's layout): the node is not
+    among them, none of them could now be chosen before it, and - for a GPU request - the
+    models' search order and reserve flags are as they were."""
+    if cert.node in changed:
+        return False
+    matched = cluster.matching(selector, key)
+    cpu, mem = requests.cpu_milli, requests.memory_mib
+    models, reserve = cert.models, cert.reserve
+    if cert.cls is not None and not _order_holds(cluster, cert, requests):
+        return False
+    memory = requests.gpu_memory_mib
+    for name in set(changed):
+        node = cluster.node(name)
+        if (node is None or not node.schedulable or node.cpu < cpu or node.mem < mem
+                or node.pods <= 0):
+            continue
+        if cert.cls is None:   # CPU: groups in order, then buckets; in a bucket, filing order
+            group = _group_of(matched, node)
+            if group is not None and (
+                    group, _bucket_order(cpu_bucket(node.cpu), requests)) < cert.rank:
+                return False
+            continue
+        for cls, slot in node.classes.items():
+            if cls[1] < memory:
+                continue
+            tight = _tightness(slot.full, slot.partial, requests)
+            if tight is None:
+                continue
+            if cls[0] not in models:   # a model that had no room joins the search
+                if _group_of(matched, node) is not None:
+                    return False
+                continue
+            rank = (int(reserve[models.index(cls[0])]), tight)
+            if rank > cert.rank:
+                continue
+            group = _group_of(matched, node)
+            if group is not None and (rank < cert.rank or cls != cert.cls
+                                      or group != cert.group):
+                return False   # tighter, or as tight in a class index searched maybe before
+    return True
+
+
+def _group_of(matched: Matches, node: NodeState) -> int | None:
+    """The place of the node's label group among the matched ones (None: not matched)."""
+    labels = node.labels
+    group_key = getattr(labels, "key", None)
+    for k, group in enumerate(matched.groups):
+        if group.key == group_key if group_key is not None else node.name in group.nodes:
+            return k
+    return None
+
+
+def _order_holds(cluster: ClusterInfo, cert: Certificate, requests: TaskRequests) -> bool:
+    """True when the certificate's models still come in its order with its reserve flags
+    (a model that left the search cannot change the answer; one that joins is a changed
+    node's, which ``still_found`` checks)."""
+    need = requests.gpu_milli * requests.replicas
+    headroom = cluster.headroom - 1e-9
+    last: tuple[float, str] | None = None
+    for model, flag in zip(cert.models, cert.reserve, strict=True):
+        total, used = cluster.device_milli(model)
+        if total > 0 and ((total - used - requests.gpu_milli) / total < headroom) != flag:
+            return False
+        if total <= 0 and flag:
+            return False
+        if len(cert.models) > 1:
+            place = (-(total - used - need) / total if total else float("inf"), model)
+            if last is not None and place < last:
+                return False
+            last = place
+    return True
+
+
+def _model_order(
+    cluster: ClusterInfo, matched: Matches, requests: TaskRequests,
+) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """The models ``_tightest_fit`` walks, in order, and whether each is in its reserve."""
+    models = tuple(_by_room(cluster, _usable(matched, requests), requests))
+    return models, tuple(_in_reserve(cluster, m, requests.gpu_milli) for m in models)
+
+
+def _bucket_order(bucket: int, requests: TaskRequests) -> int:
+    """Where a cpu bucket comes in ``_first_cpu_fit``'s walk (surely-enough ones first)."""
+    first = cpu_bucket(requests.cpu_milli)
+    return bucket if bucket > first else 1 << 10
+
+
+def _tightness(full: int, partial: int, requests: TaskRequests) -> int | None:
+    """How tight a device slot is for one replica, as ``_first_card_fit`` /
+    ``_first_share_fit`` rank it (None: it cannot take one)."""
+    gpu = requests.gpu_milli
+    if gpu >= WHOLE:
+        cards = gpu // WHOLE
+        return full - cards if full >= cards else None
+    if partial >= gpu:
+        return partial // 100
+    return WHOLE // 100 if full >= 1 else None
 
 
 def _usable(found: Matches, requests: TaskRequests) -> list[tuple[str, ClassIndex]]:

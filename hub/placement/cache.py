@@ -8,11 +8,20 @@
   fleet tick. A decision re-judges only the clusters ``FleetView.changed_since`` that tick
   (any change to a cluster moves its ``version``), then ranks from the table's columns -
   or from its ``Ranking`` (``hub.placement.ranking``), totals kept current on change.
+  Re-judging re-runs only the plugins whose ``Depends`` says the change may move their
+  answer: with the cluster's settings and its kept fit unchanged (``settings``, ``fits``),
+  only ``Depends.ANY`` ones (Headroom: the used amounts a reservation moved). Tables of
+  one shape that differ only in what plugins read of priority and failover (``variant``)
+  are siblings: a cluster one of them judged since it last changed is re-judged in another
+  by re-running only the plugins whose variants differ.
   A decision's result reads the table's own containers (``lend``), not copies: the table
   copies them first (``own``) only if it is about to change while that result is alive.
 - ``FitCache``: per cluster and (selector, requests), the fit search's answer, valid while
   the cluster's ``layout_version`` and the ``model_version`` of every model the search read
-  (``hub.fleet.fit_models``) stay put. A re-judged cluster reuses it - so a reservation on
+  (``hub.fleet.fit_models``) stay put - or, for a one-replica answer of the ``tightest``
+  search, while the nodes that changed since could not now be chosen before it
+  (``hub.fleet.certify``/``still_found``: a reservation or report elsewhere in the
+  cluster rarely moves it). A re-judged cluster reuses it - so a reservation on
   an H100 node re-runs the cheap plugins for a V100 request but not its fit search - and the
   priority and failover variants of one request share it.
 """
@@ -20,17 +29,27 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from itertools import compress
 
-from hub.fleet import ClusterInfo, Fit, FleetView, Miss, fit_models
+from hub.fleet import (
+    Certificate,
+    ClusterInfo,
+    Fit,
+    FleetView,
+    Miss,
+    certify,
+    fit_models,
+    still_found,
+)
 from hub.placement.framework import SUCCESS, PlacementRequest, Status
 from hub.placement.ranking import Ranking
 from hub.placement.result import ScoreTable
 
 _FITS_PER_CLUSTER = 512
 
-FitEntry = tuple[Fit | Miss, int, tuple[str, ...]]   # answer, cluster version, models read
+# answer, cluster version it was found at, models read, certificate, version checked up to
+FitEntry = tuple[Fit | Miss, int, tuple[str, ...], Certificate | None, int]
 
 
 class Statuses(dict[str, Status]):
@@ -39,12 +58,55 @@ class Statuses(dict[str, Status]):
     __slots__ = ("__weakref__",)
 
 
+Row = tuple[Status, bool, tuple[float, ...], float, tuple[float, ...]]
+"""One cluster's verdict as lent: status, ok, raw scores, total, normalized scores."""
+
+
+class Journal:
+    """What a lent decision's rows were before the table changed them (first change only):
+    the decision reads the table's containers through it, so lending copies nothing."""
+
+    __slots__ = ("__weakref__", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+
+
+class LentStatuses(Mapping[str, Status]):
+    """A decision's statuses: the table's, as they were when lent (built on first read)."""
+
+    __slots__ = ("_journal", "_names", "_read", "_statuses")
+
+    def __init__(self, names: list[str], statuses: dict[str, Status], journal: Journal) -> None:
+        self._names, self._statuses, self._journal = names, statuses, journal
+        self._read: dict[str, Status] | None = None
+
+    def _all(self) -> dict[str, Status]:
+        read = self._read
+        if read is None:
+            read = self._read = dict(self._statuses)
+            names = self._names
+            for i, row in self._journal.rows.items():
+                read[names[i]] = row[0]
+        return read
+
+    def __getitem__(self, key: str) -> Status:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._statuses)
+
+
 class ShapeTable:
     """One request shape's verdicts, aligned with the fleet's clusters (sorted by name)."""
 
     __slots__ = (
         "clusters", "fit_id", "fits", "fixed", "frees", "lent", "names", "oks", "positions",
-        "ranking", "raws", "redo", "seen", "statuses",
+        "ranking", "raws", "recording", "redo", "seen", "settings", "siblings", "statuses",
+        "variant",
     )
 
     def __init__(
@@ -63,9 +125,13 @@ class ShapeTable:
         self.raws: list[tuple[float, ...]] = [()] * count
         self.fixed = [0.0] * count            # weighted sum of the scores not normalized
         self.fits: list[Fit | Miss | None] = [None] * count
+        self.settings = [-1] * count          # the cluster's settings_version at its verdict
+        self.variant: tuple[Hashable, ...] = ()   # what plugins read of priority/failover
+        self.siblings: list[ShapeTable] = []  # tables of the same shape but the variant
         self.ranking: Ranking | None = None   # totals kept current (set by the scheduler)
         self.frees: list[tuple[int, int]] = [(0, 0)] * count   # (version, free_for) if asked
-        self.lent: tuple[weakref.ref[Statuses], weakref.ref[ScoreTable]] | None = None
+        self.lent: list[weakref.ref[Journal]] = []   # decisions lent, maybe still read
+        self.recording: list[Journal] = []           # ... the ones alive (while changing)
 
     def due(self, fleet: FleetView) -> list[int]:
         """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
@@ -78,31 +144,49 @@ class ShapeTable:
         due.update(positions[c.name] for c in changed)
         return sorted(due)
 
-    def lend(self, plugins: tuple[str, ...]) -> tuple[Statuses, ScoreTable]:
+    def lend(self, plugins: tuple[str, ...]) -> tuple[Mapping[str, Status], ScoreTable]:
         """This decision's statuses and (ranked) score table, read from the table's own
-        containers; they stay as they are now (``own`` copies before the table changes)."""
-        assert self.ranking is not None
+        containers through a ``Journal`` that keeps the rows the table changes later."""
+        ranking = self.ranking
+        assert ranking is not None
+        self.recording = []   # this decision's changes are made: hold no journal alive
+        ranking.save = None
+        journal = Journal()
         table = ScoreTable.aligned(plugins, self.names, self.oks, self.raws,
-                                   self.ranking.aligned(), self.ranking.totals)
-        self.lent = (weakref.ref(self.statuses), weakref.ref(table))
-        return self.statuses, table
+                                   ranking.aligned(), ranking.totals, journal.rows)
+        self.lent.append(weakref.ref(journal))
+        return LentStatuses(self.names, self.statuses, journal), table
 
     def own(self) -> None:
-        """About to change: if a result still holds what ``lend`` gave, copy it away first."""
-        lent = self.lent
-        if lent is None:
-            return
-        self.lent = None
-        if lent[0]() is None and lent[1]() is None:
-            return
-        self.statuses = Statuses(self.statuses)
-        self.oks, self.raws = list(self.oks), list(self.raws)
+        """About to change: note which lent decisions are still alive (``save`` keeps
+        their rows before a change)."""
+        recording = self.recording = [j for ref in self.lent if (j := ref()) is not None]
+        if len(recording) != len(self.lent):
+            self.lent = [weakref.ref(j) for j in recording]
         if self.ranking is not None:
-            self.ranking.own()
+            self.ranking.save = self.save if recording else None
+
+    def save(self, index: int) -> None:
+        """Row ``index`` is about to change: keep it as it is for each live lent decision."""
+        row: Row | None = None
+        for journal in self.recording:
+            if index not in journal.rows:
+                if row is None:
+                    ranking = self.ranking
+                    assert ranking is not None
+                    row = (self.statuses[self.names[index]], self.oks[index],
+                           self.raws[index], *ranking.row(index))
+                journal.rows[index] = row
+
+    def current(self, index: int, cluster: ClusterInfo) -> bool:
+        """True when this table's verdict on ``clusters[index]`` is of its state now."""
+        return (self.settings[index] == cluster.settings_version
+                and cluster.version <= self.seen and index not in self.redo)
 
     def forget(self, index: int) -> None:
         """Judge this cluster again next time (its verdict is an error, or was not made)."""
         self.redo.add(index)
+        self.settings[index] = -1   # ... in full
 
     def detached(self) -> ShapeTable:
         """A copy for one decision (its changes are not kept)."""
@@ -111,9 +195,11 @@ class ShapeTable:
         copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
         copy.statuses, copy.oks = Statuses(self.statuses), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
+        copy.settings = list(self.settings)
+        copy.variant, copy.siblings = self.variant, []
         copy.ranking = None   # a one-off decision ranks on the full path
         copy.frees = self.frees   # by cluster version: the same whatever is excluded
-        copy.lent = None
+        copy.lent, copy.recording = [], []
         return copy
 
     def feasible(self) -> tuple[list[str], list[tuple[float, ...]], list[float]]:
@@ -135,29 +221,46 @@ class FitCache:
     def __init__(self) -> None:
         self._entries: dict[str, dict[int, FitEntry]] = {}
 
-    def get(self, cluster: ClusterInfo, fit_id: int) -> Fit | Miss | None:
-        """The kept answer if nothing it read has changed since, else None."""
+    def get(self, cluster: ClusterInfo, fit_id: int, req: PlacementRequest,
+            ) -> tuple[Fit | Miss, bool] | None:
+        """The kept answer if it is still the search's answer, and True when nothing it read
+        has changed since (False: nodes it read changed, none in a way that moves it)."""
         per_cluster = self._entries.get(cluster.name)
-        entry = None if per_cluster is None else per_cluster.get(fit_id)
+        if per_cluster is None:
+            return None
+        entry = per_cluster.get(fit_id)
         if entry is None:
             return None
-        found, stamp, models = entry
-        if cluster.layout_version > stamp:
+        found, stamp, models, cert, checked = entry
+        if cluster.layout_version > stamp or cluster.settings_version > stamp:
             return None
         versions = cluster.model_versions
         for model in models:
             if versions.get(model, 0) > stamp:
-                return None
-        return found
+                break
+        else:
+            return found, True
+        now = cluster.version
+        if checked == now:
+            return found, False
+        changed = None if cert is None else cluster.nodes_changed_since(checked)
+        if changed is None or cert is None or not still_found(
+                cluster, req.selector, req.selector_key, req.requests, cert, changed):
+            del per_cluster[fit_id]
+            return None
+        per_cluster[fit_id] = (found, stamp, models, cert, now)
+        return found, False
 
     def put(self, cluster: ClusterInfo, fit_id: int, req: PlacementRequest,
-            found: Fit | Miss) -> None:
+            found: Fit | Miss, least_overqualified: bool = False) -> None:
         """Keep an answer ``find_fit`` just gave for this cluster as it is now."""
         per_cluster = self._entries.setdefault(cluster.name, {})
         if len(per_cluster) >= _FITS_PER_CLUSTER:
             per_cluster.clear()
         models = fit_models(cluster, req.selector, req.selector_key, req.requests, found)
-        per_cluster[fit_id] = (found, cluster.version, models)
+        cert = certify(cluster, req.selector, req.selector_key, req.requests, found,
+                       least_overqualified)
+        per_cluster[fit_id] = (found, cluster.version, models, cert, cluster.version)
 
     def prune(self, names: set[str]) -> None:
         """Forget clusters no longer in the fleet."""

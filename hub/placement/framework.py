@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntEnum
 from functools import cached_property
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, cast
 
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
@@ -134,6 +134,57 @@ class Handle:
 
     fleet: FleetView
     headroom_priority: int = 1000
+
+
+class Depends(IntEnum):
+    """What of a cluster a filter's or score's answer reads, besides the request (optional,
+    as a plugin's ``depends`` class attribute; without one a plugin is ``ANY``).
+
+    The scheduler re-runs a plugin for a cluster that changed only when what it reads may
+    have: a reservation moves a cluster's used amounts (``ANY``: Headroom) but neither its
+    settings nor, for most request shapes, the nodes their fit search read. A plugin that
+    declares one must not rely on what another plugin wrote into the ``CycleState`` during
+    the decision (``fits`` aside): it may run without the others.
+    """
+
+    SETTINGS = 0
+    """The cluster's own settings only: name, labels, weight, headroom, state, cordon,
+    taints (``ClusterInfo.settings_version``)."""
+    FIT = 1
+    """... and the fit search's answer (``ctx.fits``), as a value."""
+    NODES = 2
+    """... and anything else read from the nodes that search reads (``fit_models``)."""
+    ANY = 3
+    """Anything in the cluster: run again whenever its ``version`` moves."""
+
+
+def depends(plugin: object) -> Depends:
+    """A plugin's declared ``depends`` (``Depends.ANY`` when it declares none)."""
+    found = getattr(plugin, "depends", Depends.ANY)
+    return found if isinstance(found, Depends) else Depends.ANY
+
+
+Variant = Callable[["PlacementRequest"], Hashable]
+
+
+def variant_of(plugin: object) -> Variant | None:
+    """What a plugin's filter and score read of a request's ``priority`` and ``failover``:
+    its ``variant`` method (answers alike for requests it maps alike), None when it declares
+    ``variant = None`` (it reads neither), else both as they are.
+
+    The scheduler keeps one verdict table per request shape; priority and failover enter
+    the shape only through these, so a task at priority 2000 and a failover re-placement
+    share Headroom's "may use the reserve" table, and tables that differ only in some
+    plugins' variants re-judge a cluster from one another by re-running just those plugins.
+    """
+    if not hasattr(plugin, "variant"):
+        return _priority_and_failover
+    found = getattr(plugin, "variant", None)
+    return cast(Variant, found) if callable(found) else None
+
+
+def _priority_and_failover(req: PlacementRequest) -> Hashable:
+    return (req.priority, req.failover)
 
 
 class Plugin(Protocol):

@@ -10,7 +10,7 @@ decision have new raw scores. When every normalizer of the profile is a
   column's summary (ClusterWeight: the largest weight) is known without a scan;
 - every cluster's normalized scores and weighted total, aligned with the table.
 
-The scheduler tells it which clusters it re-judged (``leave`` before, ``join`` after); then
+The scheduler tells it which clusters it re-judged (``leave``, ``join``, ``update``); then
 ``refresh`` recomputes the totals of those only - or of all feasible clusters when a
 column's summary moved (the heaviest cluster left, a lower model became feasible). The
 arithmetic is the same as the full path's, in the same order, so totals are bit-identical.
@@ -24,7 +24,7 @@ index, i.e. the first cluster name, as the full path's ``totals.index(max(totals
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import compress
 
 from hub.placement.framework import MAX_SCORE, MIN_SCORE, ColumnNormalizer
@@ -36,7 +36,8 @@ _UNSET = object()
 class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
-    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_norms", "_summaries", "totals")
+    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_renorm",
+                 "_summaries", "save", "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
@@ -44,22 +45,25 @@ class Ranking:
         self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
         self._norms = [[0.0] * count for _ in self._columns]
         self._dirty: set[int] = set()
+        self._renorm: set[int] = set()   # dirty ones whose normalized columns' raws moved
+        self._moved = True   # the counts changed since the summaries were taken
         self._heap: list[tuple[float, int]] = []
         self.totals = [0.0] * count   # valid for the clusters the table marks ok
+        self.save: Callable[[int], None] | None = None   # called before a row changes
 
     @property
     def settled(self) -> bool:
         """True when ``refresh`` has nothing to recompute (so it changes nothing)."""
         return not self._dirty and _UNSET not in self._summaries
 
-    def own(self) -> None:
-        """Take fresh copies of the lists a decision's ``ScoreTable`` may still hold."""
-        self.totals = list(self.totals)
-        self._norms = [list(norms) for norms in self._norms]
+    def row(self, index: int) -> tuple[float, tuple[float, ...]]:
+        """A cluster's total and normalized scores (for a ``Journal``)."""
+        return self.totals[index], tuple(norms[index] for norms in self._norms)
 
     def leave(self, index: int, raw: tuple[float, ...]) -> None:
-        """Feasible cluster ``index``, with these raw scores, is about to be judged again."""
+        """Feasible cluster ``index``, with these raw scores, is no longer feasible."""
         self._dirty.add(index)
+        self._moved = True
         for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
             value = raw[j]
             left = counts[value] - 1
@@ -74,6 +78,27 @@ class Ranking:
             value = raw[j]
             counts[value] = counts.get(value, 0) + 1
         self._dirty.add(index)
+        self._renorm.add(index)
+        self._moved = True
+
+    def update(self, index: int, old: tuple[float, ...], new: tuple[float, ...]) -> None:
+        """Feasible cluster ``index`` stays feasible, its raw scores ``old`` now ``new``
+        (``leave`` then ``join``, touching only the normalized columns that moved)."""
+        self._dirty.add(index)
+        if old is new:
+            return
+        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+            was, value = old[j], new[j]
+            if was == value:
+                continue
+            left = counts[was] - 1
+            if left:
+                counts[was] = left
+            else:
+                del counts[was]
+            counts[value] = counts.get(value, 0) + 1
+            self._moved = True
+            self._renorm.add(index)
 
     def refresh(
         self, oks: Sequence[bool], raws: Sequence[tuple[float, ...]], fixed: Sequence[float],
@@ -83,19 +108,23 @@ class Ranking:
         the clusters in ERROR exactly as it always does."""
         try:
             moved = False
-            for k, ((_, _, normalizer), counts) in enumerate(
-                    zip(self._columns, self._counts, strict=True)):
-                summary = normalizer.summarize(counts.keys())
-                if summary != self._summaries[k]:
-                    self._summaries[k] = summary
-                    moved = True
+            if self._moved:   # else every column's distinct values are as they were
+                for k, ((_, _, normalizer), counts) in enumerate(
+                        zip(self._columns, self._counts, strict=True)):
+                    summary = normalizer.summarize(counts.keys())
+                    if summary != self._summaries[k]:
+                        self._summaries[k] = summary
+                        moved = True
+                self._moved = False
             due = (list(compress(range(len(oks)), oks)) if moved
                    else [i for i in self._dirty if oks[i]])
-            self._compute(due, raws, fixed)
+            self._compute(due, raws, fixed, None if moved else self._renorm)
         except Exception:
             self._summaries = [_UNSET] * len(self._columns)
+            self._moved = True
             return False
         self._dirty.clear()
+        self._renorm.clear()
         totals, heap = self.totals, self._heap
         if moved or len(heap) > 2 * len(oks) + 64:
             heap[:] = [(-totals[i], i) for i in compress(range(len(oks)), oks)]
@@ -122,16 +151,25 @@ class Ranking:
 
     def _compute(
         self, indices: Sequence[int], raws: Sequence[tuple[float, ...]],
-        fixed: Sequence[float],
+        fixed: Sequence[float], renorm: set[int] | None = None,
     ) -> None:
-        """``fixed + weight x normalized`` per column in profile order, as the full path."""
+        """``fixed + weight x normalized`` per column in profile order, as the full path;
+        with ``renorm``, indices outside it keep their normalized scores (their raws and
+        the summaries did not move) and only their totals are summed again."""
         columns = [(j, weight, normalizer.normalized, summary, norms)
                    for (j, weight, normalizer), summary, norms
                    in zip(self._columns, self._summaries, self._norms, strict=True)]
-        totals = self.totals
+        totals, save = self.totals, self.save
         for i in indices:
-            raw = raws[i]
+            if save is not None:
+                save(i)
             total = fixed[i]
+            if renorm is not None and i not in renorm:
+                for _, weight, _, _, norms in columns:
+                    total = total + weight * norms[i]
+                totals[i] = total
+                continue
+            raw = raws[i]
             for j, weight, normalized, summary, norms in columns:
                 value = normalized(summary, raw[j])
                 if not MIN_SCORE <= value <= MAX_SCORE:

@@ -83,17 +83,27 @@ class ScoreTable:
     def aligned(
         cls, plugins: tuple[str, ...], names: Sequence[str], oks: Sequence[bool],
         raws: Sequence[Sequence[float]], normalized: Mapping[int, Sequence[float]],
-        totals: Sequence[float],
+        totals: Sequence[float], before: Mapping[int, Row] | None = None,
     ) -> ScoreTable:
-        """A table over the clusters where ``oks`` is True (every list aligned with names)."""
+        """A table over the clusters where ``oks`` is True (every list aligned with names);
+        ``before``: rows changed since, as they were (status, ok, raws, total, normalized)."""
         table = cls(plugins)
-        table._parts, table._aligned = None, (names, oks, raws, normalized, totals)
+        table._parts, table._aligned = None, (names, oks, raws, normalized, totals, before)
         return table
 
     def _read(self) -> _Parts:
         parts = self._parts
         if parts is None:
-            names, oks, raws, normalized, totals = self._aligned or ((), (), (), {}, ())
+            names, oks, raws, normalized, totals, before = (
+                self._aligned or ((), (), (), {}, (), None))
+            if before:   # the rows as they were when this table was made
+                was_ok, was_raw, was_total = list(oks), list(raws), list(totals)
+                was_norm = {j: list(column) for j, column in normalized.items()}
+                for i, (_, ok, raw, total, norms) in before.items():
+                    was_ok[i], was_raw[i], was_total[i] = ok, raw, total
+                    for column, value in zip(was_norm.values(), norms, strict=True):
+                        column[i] = value
+                oks, raws, totals, normalized = was_ok, was_raw, was_total, was_norm
             parts = self._parts = (
                 list(compress(names, oks)), list(compress(raws, oks)),
                 {j: list(compress(column, oks)) for j, column in normalized.items()},
@@ -136,7 +146,8 @@ class ScoreTable:
 _Parts = tuple[Sequence[str], Sequence[Sequence[float]], Mapping[int, Sequence[float]],
                Sequence[float]]
 _Aligned = tuple[Sequence[str], Sequence[bool], Sequence[Sequence[float]],
-                 Mapping[int, Sequence[float]], Sequence[float]]
+                 Mapping[int, Sequence[float]], Sequence[float], Mapping[int, "Row"] | None]
+Row = tuple[Status, bool, tuple[float, ...], float, tuple[float, ...]]
 
 
 @dataclass(frozen=True)

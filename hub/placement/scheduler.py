@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import add, itemgetter, mul
@@ -36,6 +36,7 @@ from hub.placement.framework import (
     Code,
     ColumnNormalizer,
     CycleState,
+    Depends,
     FilterPlugin,
     Handle,
     PlacementRequest,
@@ -44,6 +45,8 @@ from hub.placement.framework import (
     ScoreNormalizer,
     ScorePlugin,
     Status,
+    depends,
+    variant_of,
 )
 from hub.placement.plugins.node_fit import fit_for
 from hub.placement.profile import DEFAULT_PROFILE, LEAST_OVERQUALIFIED, Profile
@@ -54,7 +57,8 @@ from hub.placement.result import FitError, PlacementResult, ScoreTable
 log = logging.getLogger(__name__)
 
 _SHAPES_KEPT = 1024
-Shape = tuple[str, TaskRequests, int, bool, str]
+Base = tuple[str, TaskRequests, str]   # selector, requests, cluster constraints
+Shape = tuple[Base, tuple[Hashable, ...]]   # + what the plugins read of priority/failover
 FitKey = tuple[str, TaskRequests]
 
 
@@ -95,6 +99,27 @@ class Scheduler:
             in enumerate(zip(self._scores, self._normalizers, strict=True)) if normalizer is None
         )
         self._plugin_names = tuple(name for name, _, _ in self._scores)
+        # What a re-judge must run again, by what changed (``Depends``): from which filter
+        # on, and which scores (``_rerun``); a kept rejection before that filter stands.
+        filter_levels = [depends(plugin) for _, plugin in self._filters]
+        self._filter_at = {name: k for k, (name, _) in enumerate(self._filters)}
+        self._rerun = {
+            level: (next((k for k, d in enumerate(filter_levels) if d >= level),
+                         len(filter_levels)),
+                    tuple(j for j, (_, _, plugin) in enumerate(self._scores)
+                          if depends(plugin) >= level))
+            for level in (Depends.FIT, Depends.NODES, Depends.ANY)
+        }
+        # What of a request's priority and failover each plugin reads (``variant_of``), and
+        # for two variants, what a table re-runs to take a cluster's verdict from the other.
+        plugins_in_order = list({id(p): p for p in [plugin for _, plugin in self._filters]
+                                 + [plugin for _, _, plugin in self._scores]}.values())
+        self._variants = tuple(
+            (plugin, found) for plugin in plugins_in_order
+            if (found := variant_of(plugin)) is not None)
+        self._across: dict[tuple[tuple[Hashable, ...], tuple[Hashable, ...]],
+                           tuple[int, tuple[int, ...]]] = {}
+        self._siblings: dict[Base, list[ShapeTable]] = {}
         # Totals kept between decisions (``Ranking``) when every normalizer allows it.
         columns = [(j, weight, normalizer) for j, ((_, weight, _), normalizer)
                    in enumerate(zip(self._scores, self._normalizers, strict=True))
@@ -182,13 +207,15 @@ class Scheduler:
     def _table(self, req: PlacementRequest, clusters: tuple[ClusterInfo, ...]) -> ShapeTable:
         """The shape's table, new when the fleet's cluster list changed since."""
         assert self._tables is not None
-        shape: Shape = (req.selector_key, req.requests, req.priority, req.failover,
-                        req.cluster_key)
+        base: Base = (req.selector_key, req.requests, req.cluster_key)
+        variant = tuple([read(req) for _, read in self._variants])
+        shape: Shape = (base, variant)
         table = self._tables.get(shape)
         if table is not None and table.clusters is clusters:
             return table
         if table is None and len(self._tables) >= _SHAPES_KEPT:
             self._tables.clear()
+            self._siblings.clear()
         if table is not None:   # a cluster joined or left: drop what belonged to gone ones
             self._fits.prune({c.name for c in clusters})
         fit_key: FitKey = (req.selector_key, req.requests)
@@ -199,9 +226,30 @@ class Scheduler:
             fit_id = self._fit_ids[fit_key] = next(self._next_fit_id)
         table = self._tables[shape] = ShapeTable(clusters, self._positions(clusters), fit_id,
                                                  self.fleet.tick)
+        table.variant = variant
+        siblings = self._siblings.setdefault(base, [])
+        siblings[:] = [t for t in siblings if t.clusters is clusters]
+        table.siblings = siblings
+        siblings.append(table)
         if self._columns is not None:
             table.ranking = Ranking(len(clusters), self._columns)
         return table
+
+    def _rerun_across(self, mine: tuple[Hashable, ...], theirs: tuple[Hashable, ...],
+                      ) -> tuple[int, tuple[int, ...]]:
+        """From which filter on, and which scores, a table of variant ``mine`` re-runs on a
+        current verdict of variant ``theirs`` (the plugins whose variants differ)."""
+        key = (mine, theirs)
+        found = self._across.get(key)
+        if found is None:
+            differ = {id(plugin) for (plugin, _), a, b in zip(self._variants, mine, theirs,
+                                                              strict=True) if a != b}
+            start = next((k for k, (_, plugin) in enumerate(self._filters)
+                          if id(plugin) in differ), len(self._filters))
+            scores = tuple(j for j, (_, _, plugin) in enumerate(self._scores)
+                           if id(plugin) in differ)
+            found = self._across[key] = (start, scores)
+        return found
 
     def _positions(self, clusters: tuple[ClusterInfo, ...]) -> dict[str, int]:
         """Name -> index in ``clusters`` (kept for the fleet's current cluster list)."""
@@ -217,44 +265,95 @@ class Scheduler:
         the ERROR status of each whose scoring raised (not kept: it is judged again).
 
         ``keep``: reuse and keep fit searches in the ``FitCache``. A cluster whose verdict is
-        an error is judged again next time.
+        an error is judged again next time. A kept verdict whose cluster kept its settings
+        is re-judged only as far as ``Depends`` asks: from the first filter that may answer
+        otherwise (an earlier rejection stands), and the scores that may move.
         """
         clusters, statuses, oks, fits = table.clusters, table.statuses, table.oks, table.fits
+        settings, raws = table.settings, table.raws
         kept_fit = self._fits.get
         ranking = table.ranking
+        filter_at, rerun = self._filter_at, self._rerun
+        siblings = [t for t in table.siblings if t is not table] if keep else []
         searched: list[int] = []
-        passed: list[int] = []
+        # index, the scores to re-run on ``source`` (None: all), was ok, source raw scores
+        passed: list[tuple[int, tuple[int, ...] | None, bool, tuple[float, ...]]] = []
+        save = table.save if table.recording else None
         for i in indices:
+            if save is not None:
+                save(i)
             cluster = clusters[i]
-            if ranking is not None and oks[i]:
-                ranking.leave(i, table.raws[i])
-            kept = kept_fit(cluster, table.fit_id) if keep else None
+            name = cluster.name
+            was_ok = oks[i]
+            got = kept_fit(cluster, table.fit_id, req) if keep else None
+            kept = None if got is None else got[0]
             if kept is not None:
-                ctx.fits[cluster.name] = kept
+                ctx.fits[name] = kept
             else:
                 searched.append(i)
-            status = statuses[cluster.name] = self._run_filters(ctx, req, cluster)
+            now = cluster.settings_version
+            redo: tuple[int, ...] | None = None
+            source = table
+            if keep and settings[i] == now and got is not None and (
+                    kept is fits[i] or kept == fits[i]):
+                # the same answer: as found when judged (ANY), or nodes it read changed
+                start, scores = rerun[Depends.ANY if got[1] and kept is fits[i]
+                                      else Depends.NODES]
+            else:
+                start, scores = 0, ()
+                for sibling in siblings:
+                    if sibling.current(i, cluster):
+                        source = sibling
+                        start, scores = self._rerun_across(table.variant, sibling.variant)
+                        found = sibling.fits[i]
+                        if found is not None:
+                            ctx.fits[name] = found
+                        break
+                else:
+                    if keep and settings[i] == now:
+                        start, scores = rerun[Depends.FIT]
+                    else:
+                        start = -1
+            if start < 0:
+                status = self._run_filters(ctx, req, cluster)
+            else:
+                status = source.statuses[name]
+                if status.ok or filter_at.get(status.plugin, start) >= start:
+                    status = self._run_filters(ctx, req, cluster, start)
+                if source.oks[i]:
+                    redo = scores
+            statuses[name] = status
+            settings[i] = now if keep else -1
             oks[i] = False
             if status.ok:
-                passed.append(i)
-            elif status.code is Code.ERROR:
+                passed.append((i, redo, was_ok, source.raws[i]))
+                continue
+            if ranking is not None and was_ok:
+                ranking.leave(i, raws[i])
+            if status.code is Code.ERROR:
                 table.forget(i)
         if passed:
             ctx.defer_feasible(table.passed)
         errors: dict[str, Status] = {}
-        raws, fixed, plain = table.raws, table.fixed, self._plain_weights
-        for i in passed:
-            raw = self._raw_scores(ctx, req, clusters[i])
+        fixed, plain = table.fixed, self._plain_weights
+        for i, redo, was_ok, base in passed:
+            raw = (self._raw_scores(ctx, req, clusters[i]) if redo is None
+                   else self._some_scores(ctx, req, clusters[i], base, redo))
             if isinstance(raw, Status):
                 errors[clusters[i].name] = raw
                 table.forget(i)
+                if ranking is not None and was_ok:
+                    ranking.leave(i, raws[i])
                 continue
             total = 0.0   # the weighted sum of the scores no plugin normalizes
             for j, weight in plain:
                 total += weight * raw[j]
-            raws[i], fixed[i], oks[i] = raw, total, True
             if ranking is not None:
-                ranking.join(i, raw)
+                if was_ok:
+                    ranking.update(i, raws[i], raw)
+                else:
+                    ranking.join(i, raw)
+            raws[i], fixed[i], oks[i] = raw, total, True
         found_fits = ctx.fits
         for i in indices:
             fits[i] = found_fits.get(clusters[i].name)
@@ -262,12 +361,17 @@ class Scheduler:
             for i in searched:
                 found = fits[i]
                 if found is not None:
-                    self._fits.put(clusters[i], table.fit_id, req, found)
+                    self._fits.put(clusters[i], table.fit_id, req, found,
+                                   self._least_overqualified)
         return errors
 
-    def _run_filters(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+    def _run_filters(
+        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo, start: int = 0,
+    ) -> Status:
+        """The filters from ``start`` on (those before passed, and would again)."""
         status = SUCCESS
-        for name, run in self._filter_calls:
+        calls = self._filter_calls if not start else self._filter_calls[start:]
+        for name, run in calls:
             try:
                 status = run(ctx, req, cluster)
             except Exception as exc:
@@ -275,6 +379,27 @@ class Scheduler:
             if not status.ok:
                 return status if status.plugin else replace(status, plugin=name)
         return status
+
+    def _some_scores(
+        self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
+        kept: tuple[float, ...], redo: tuple[int, ...],
+    ) -> tuple[float, ...] | Status:
+        """``kept`` with the scores at ``redo`` run again (the others read nothing that
+        changed), or the ERROR status of the first that failed."""
+        if not redo:
+            return kept
+        raw = list(kept)
+        calls = self._score_calls
+        for j in redo:
+            name, run, checked = calls[j]
+            try:
+                value = float(run(ctx, req, cluster))
+                if checked and not MIN_SCORE <= value <= MAX_SCORE:
+                    _check_range(value)
+            except Exception as exc:
+                return _plugin_error(name, "score", cluster.name, exc)
+            raw[j] = value
+        return tuple(raw)
 
     def _raw_scores(
         self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,

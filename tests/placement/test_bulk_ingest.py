@@ -131,3 +131,16 @@ def test_a_second_inventory_refiles_node_by_node() -> None:
     fleet.replace_nodes("c1", first[1:])      # a resync: one left, the rest unchanged
     assert [n.name for n in cluster.nodes()] == ["n1", "n2", "n3"]
     assert [n.info for n in cluster.nodes()] == first[1:]
+
+
+def test_a_first_inventory_leaves_no_node_log_to_trust() -> None:
+    """The one-pass filing does not log nodes one by one, so the node-level fit check
+    (``nodes_changed_since``) must send any fit kept from before it back to the search."""
+    fleet, cluster = fleet_with_holds([])
+    nodes = [node_info({"name": i, "zone": "a", "per_node": "hostname", "proxy": False,
+                        "cpu": 1000, "devices": [(("T4", 16384), 1000, 0)],
+                        "naming": "agent", "unschedulable": False}) for i in range(3)]
+    before = cluster.version
+    fleet.replace_nodes("c1", nodes)
+    assert cluster.nodes_changed_since(before) is None
+    assert cluster.nodes_changed_since(cluster.version) == []

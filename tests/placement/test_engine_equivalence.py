@@ -12,6 +12,7 @@ program ran: what a result says must not change when the engine's tables move on
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,7 @@ from fuyao.spec import ClusterState
 from fuyao.taints import Taint, Toleration
 from hub.fleet import FleetView
 from hub.placement import PlacementRequest, PlacementResult, Scheduler
+from hub.placement.profile import TIGHTEST
 from hub.placement.profiles import PROFILES
 
 from .builders import node, requests
@@ -32,7 +34,10 @@ MODELS = (None, "T4", "V100", "A100", "H100")
 SELECTORS = ("", "gpu-model>=A100", "gpu-model=T4", "zone=y", "zone in (x, y), tier!=low",
              "kubernetes.io/hostname=c1-n2")
 CLUSTER_SELECTORS = (None, "region=east", "region!=west")
-DETERMINISTIC = ("default", "fgd", "dynamic-weight")   # random/static-weight draw at random
+DETERMINISTIC = ("default", "fgd", "dynamic-weight", "tightest")   # random/static-weight:
+# they draw at random; "tightest": the default with model_choice tightest, whose one-replica
+# fits the cache re-checks node by node (hub.fleet.certify)
+CHOICES = {**PROFILES, "tightest": replace(PROFILES["default"], model_choice=TIGHTEST)}
 
 node_specs = st.fixed_dictionaries({
     "model": st.sampled_from(MODELS),
@@ -129,7 +134,7 @@ def test_the_cached_engine_decides_as_the_uncached_one(
                              state=ClusterState.READY)
         specs.update({(name, i): s for i, s in enumerate(drawn)})
         fleet.replace_nodes(name, [make_node(name, i, s) for i, s in enumerate(drawn)])
-    chosen = PROFILES[profile]
+    chosen = CHOICES[profile]
     cached = Scheduler(fleet, chosen, headroom_priority=1000)
     reference = Scheduler(fleet, chosen, headroom_priority=1000, cache=False)
     live: list[str] = []

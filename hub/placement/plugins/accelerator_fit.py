@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from hub.fleet import ClusterInfo, Fit, find_plain_fit
-from hub.placement.framework import MAX_SCORE, CycleState, Handle, PlacementRequest
+from hub.placement.framework import MAX_SCORE, CycleState, Depends, Handle, PlacementRequest
 from hub.placement.plugins.node_fit import fit_for
 
 NAME = "AcceleratorFit"
@@ -31,6 +31,8 @@ class AcceleratorFit:
     """Scores clusters where a CPU-only task fits without spending accelerator nodes."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.NODES
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

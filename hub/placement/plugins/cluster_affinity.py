@@ -20,6 +20,7 @@ from hub.placement.framework import (
     SUCCESS,
     Code,
     CycleState,
+    Depends,
     Handle,
     PlacementRequest,
     Status,
@@ -33,6 +34,8 @@ class ClusterAffinity:
     """Rejects clusters outside ``cluster_selector``; prefers ``cluster_preference`` ones."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.SETTINGS
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

@@ -10,7 +10,15 @@ from typing import ClassVar
 
 from fuyao.spec import ClusterState
 from hub.fleet import ClusterInfo
-from hub.placement.framework import SUCCESS, Code, CycleState, Handle, PlacementRequest, Status
+from hub.placement.framework import (
+    SUCCESS,
+    Code,
+    CycleState,
+    Depends,
+    Handle,
+    PlacementRequest,
+    Status,
+)
 
 NAME = "ClusterReady"
 REASON_NOT_READY = "cluster not ready"
@@ -26,6 +34,8 @@ class ClusterReady:
     """Rejects clusters that are not Ready, are cordoned, or are excluded by the request."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.SETTINGS
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

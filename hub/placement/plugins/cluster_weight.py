@@ -11,7 +11,7 @@ from collections.abc import Collection, Hashable, Sequence
 from typing import ClassVar, cast
 
 from hub.fleet import ClusterInfo
-from hub.placement.framework import MAX_SCORE, CycleState, Handle, PlacementRequest
+from hub.placement.framework import MAX_SCORE, CycleState, Depends, Handle, PlacementRequest
 
 NAME = "ClusterWeight"
 
@@ -20,6 +20,8 @@ class ClusterWeight:
     """Scores a feasible cluster by its configured weight."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.SETTINGS
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

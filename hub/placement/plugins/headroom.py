@@ -42,6 +42,10 @@ class Headroom:
         self._decision: CycleState | None = None
         self._rooms: dict[str, float] = {}   # room_after per cluster for ``_decision``
 
+    def variant(self, req: PlacementRequest) -> bool:
+        """What the filter reads of priority and failover: may the task use the reserve?"""
+        return req.failover or req.priority >= self._threshold
+
     def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
         """``SUCCESS`` for failover and high priority, else only if the reserve stays free."""
         if req.failover or req.priority >= self._threshold:

@@ -16,7 +16,7 @@ from typing import ClassVar, cast
 
 from fuyao.catalog import DEFAULT_CATALOG
 from hub.fleet import ClusterInfo, Fit
-from hub.placement.framework import MAX_SCORE, CycleState, Handle, PlacementRequest
+from hub.placement.framework import MAX_SCORE, CycleState, Depends, Handle, PlacementRequest
 from hub.placement.plugins.node_fit import fit_for
 
 NAME = "LeastOverqualified"
@@ -28,6 +28,8 @@ class LeastOverqualified:
     """Prefers the feasible cluster whose chosen accelerator ranks lowest."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.FIT
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

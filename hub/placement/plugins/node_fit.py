@@ -16,7 +16,15 @@ from typing import ClassVar
 from fuyao.quantity import format_cpu, format_mib
 from fuyao.spec import TaskRequests
 from hub.fleet import WHOLE, ClusterInfo, Fit, Miss, MissKind, find_fit
-from hub.placement.framework import SUCCESS, Code, CycleState, Handle, PlacementRequest, Status
+from hub.placement.framework import (
+    SUCCESS,
+    Code,
+    CycleState,
+    Depends,
+    Handle,
+    PlacementRequest,
+    Status,
+)
 from hub.placement.plugins.task_selector import REASON_NO_MATCH
 
 NAME = "NodeFit"
@@ -32,6 +40,8 @@ class NodeFit:
     """Rejects clusters where no node (set) has room for every replica."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.FIT
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

@@ -19,6 +19,7 @@ from hub.placement.framework import (
     SUCCESS,
     Code,
     CycleState,
+    Depends,
     Handle,
     PlacementRequest,
     Status,
@@ -32,6 +33,8 @@ class TaintToleration:
     """Keeps tasks off clusters whose NoSchedule taints they do not tolerate."""
 
     name: ClassVar[str] = NAME
+    depends: ClassVar[Depends] = Depends.SETTINGS
+    variant: ClassVar[None] = None   # reads neither priority nor failover
 
     def __init__(self, handle: Handle) -> None:
         del handle

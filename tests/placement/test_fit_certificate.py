@@ -1,0 +1,73 @@
+"""Property: a one-replica fit the cache re-checks node by node is the search's answer.
+
+``hub.fleet.certify`` describes what a ``tightest`` one-replica answer of ``find_fit``
+rests on; ``still_found`` says, after some nodes changed (``nodes_changed_since``), whether
+that answer stands. Whenever it says so, a fresh search must give the same nodes and model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fuyao.inventory import NodeInfo
+from fuyao.selector import parse_selector
+from fuyao.spec import ClusterState
+from hub.fleet import FleetView, certify, find_fit, still_found
+
+from .builders import node, requests
+
+MODELS = (None, "T4", "A100", "H100")
+SELECTORS = ("", "gpu-model>=A100", "gpu-model=T4", "zone=y")
+SHAPES = ({"gpu_milli": 1000}, {"gpu_milli": 2000}, {"gpu_milli": 250}, {"gpu_milli": 500},
+          {"gpu_milli": 1000, "gpu_memory_gib": 60}, {"cpu": 2}, {"cpu": 8, "memory_gib": 64})
+
+specs = st.fixed_dictionaries({
+    "model": st.sampled_from(MODELS),
+    "gpus": st.integers(1, 8),
+    "free_cpu": st.sampled_from([None, 1, 4, 16]),
+    "busy": st.lists(st.sampled_from([0, 250, 500, 750, 1000, 1000]), min_size=8, max_size=8),
+    "zone": st.sampled_from(["x", "y"]),
+    "unschedulable": st.sampled_from([False, False, False, True]),
+})
+
+
+def make(index: int, spec: dict[str, Any]) -> NodeInfo:
+    model = spec["model"]
+    gpus = spec["gpus"] if model else 0
+    return node(f"c-n{index}", model, gpus, free_cpu=spec["free_cpu"],
+                free_milli=spec["busy"][:gpus], labels={"zone": spec["zone"]},
+                unschedulable=spec["unschedulable"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(specs, min_size=4, max_size=12),
+       changes=st.lists(st.tuples(st.integers(0, 11), specs), min_size=1, max_size=3),
+       selector=st.sampled_from(SELECTORS), shape=st.sampled_from(SHAPES),
+       headroom=st.sampled_from([0.0, 0.2]))
+def test_a_certified_fit_that_still_holds_is_what_a_search_finds(
+    nodes: list[dict[str, Any]], changes: list[tuple[int, dict[str, Any]]],
+    selector: str, shape: dict[str, int], headroom: float,
+) -> None:
+    fleet = FleetView()
+    fleet.upsert_cluster("c", labels={}, weight=1, headroom=headroom, state=ClusterState.READY)
+    fleet.replace_nodes("c", [make(i, s) for i, s in enumerate(nodes)])
+    cluster = fleet.cluster("c")
+    assert cluster is not None
+    sel, reqs = parse_selector(selector), requests(**shape)
+    key = str(sel)
+    found = find_fit(cluster, sel, key, reqs)
+    cert = certify(cluster, sel, key, reqs, found)
+    stamp, layout = cluster.version, cluster.layout_version
+    for index, spec in changes:
+        fleet.apply_delta("c", [make(index % len(nodes), spec)], [])
+    changed = cluster.nodes_changed_since(stamp)
+    assert changed is not None
+    if cert is None or cluster.layout_version != layout:
+        return
+    holds = still_found(cluster, sel, key, reqs, cert, changed)
+    event(f"certified, still found: {holds}")
+    if holds:
+        assert find_fit(cluster, sel, key, reqs) == found
