@@ -112,6 +112,9 @@ class SimMember:
         self.orphan_timeout = orphan_timeout
         self.lease = Lease()
         self._writer: asyncio.StreamWriter | None = None
+        self._out: list[bytes] = []                  # lines for the agent, not yet written
+        self._out_writer: asyncio.StreamWriter | None = None
+        self._flush_due = False
         self._agent_left = time.monotonic()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -189,11 +192,26 @@ class SimMember:
                         "removed": list(event.removed)})
 
     def _send(self, message: dict[str, Any]) -> None:
+        """Queue one line for the agent; what queues up in one turn of the event loop goes
+        out in one write (a place emits four events: one socket send each had been 28% of
+        the member's time with 10,000 copies)."""
         writer = self._writer
         if writer is None or writer.is_closing():
+            return
+        if writer is not self._out_writer:
+            self._out, self._out_writer = [], writer   # a new agent: nothing of the old
+        self._out.append(json.dumps(message).encode() + b"\n")
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        lines, writer, self._out = self._out, self._out_writer, []
+        if writer is None or writer.is_closing() or not lines:
             return
         if writer.transport.get_write_buffer_size() > MAX_AGENT_BUFFER:
             log.warning("the agent is not reading (frozen?): dropping its connection")
             writer.close()
             return
-        writer.write(json.dumps(message).encode() + b"\n")
+        writer.write(b"".join(lines))
