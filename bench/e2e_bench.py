@@ -47,7 +47,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fuyaoctl.client import Client
-from fuyaoctl.localstack import LocalStack
+from fuyaoctl.localstack import LocalStack, save_join
 
 MODELS = [("NVIDIA-H100-80GB-HBM3", 8), ("NVIDIA-A100-SXM4-80GB", 8),
           ("Tesla-V100-SXM2-32GB", 8), ("Tesla-T4", 4)]
@@ -181,7 +181,7 @@ def wait_members(stack: LocalStack, names: list[str], timeout: float) -> None:
     started = time.perf_counter()
     ever: set[str] = set()
     said = -1
-    with stack.client() as client:
+    with Client(stack.url, token=stack.token, timeout=300.0) as client:
         while True:
             states = {c.name: c.state.value for c in client.list_clusters()}
             ready = {n for n in names if states.get(n) == "Ready"}
@@ -324,8 +324,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             list(trace_slices(args.trace, args.clusters)) if args.trace else
             [fleet_file(home / f"{n}.yaml", i, args.nodes) for i, n in enumerate(names)])
         joined = time.perf_counter()
-        for name, fleet in zip(names, fleets, strict=True):
-            stack.join_and_start(name, fleet)
+        # A patient client: at 100 members on a loaded 2-core machine one join has taken
+        # more than the SDK's default timeout while the first agents were starting.
+        with Client(stack.url, token=stack.token, timeout=300.0) as patient:
+            for name, fleet in zip(names, fleets, strict=True):
+                resp = patient.join_cluster(name)
+                save_join(stack.home, resp.cluster, resp.token, resp.ca_cert)
+                stack.start_agent(name, fleet)
         wait_members(stack, names, args.ready_timeout or max(300.0, 6.0 * len(names)))
         result["members_ready_s"] = round(time.perf_counter() - joined, 1)
         metrics = HubMetrics(stack.health_port)
