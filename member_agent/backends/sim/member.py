@@ -41,7 +41,8 @@ from member_agent.backends.sim.lease import Lease
 
 log = logging.getLogger(__name__)
 MAX_AGENT_BUFFER = 64 * 1024 * 1024   # an agent this far behind (frozen) is dropped
-LEASE_CHECK_SECONDS = 0.05
+LEASE_CHECK_SECONDS = 0.05   # at the earliest, between two lease checks
+IDLE_CHECK_SECONDS = 1.0     # at the latest (orphan timeout; an expired lease acted on)
 
 
 def member_address(state_dir: Path) -> str:
@@ -125,7 +126,7 @@ class SimMember:
         try:
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), LEASE_CHECK_SECONDS)
+                    await asyncio.wait_for(stop.wait(), self._next_check())
                 self._enforce_lease()
                 if (self.orphan_timeout > 0 and self._writer is None
                         and time.monotonic() - self._agent_left > self.orphan_timeout):
@@ -136,6 +137,15 @@ class SimMember:
             await self.backend.stop()
             if self.copy_log is not None:
                 self.copy_log.close()
+
+    def _next_check(self) -> float:
+        """Seconds to the next lease check: at the lease's expiry (never sooner than
+        ``LEASE_CHECK_SECONDS``), else in ``IDLE_CHECK_SECONDS``. Polling every 50 ms cost
+        an idle member ~2% of a core: 100 members, two cores' worth of wake-ups."""
+        wait = IDLE_CHECK_SECONDS
+        if self.lease.until is not None and self.lease.valid():
+            wait = min(wait, self.lease.until - time.monotonic())
+        return max(LEASE_CHECK_SECONDS, wait)
 
     def _enforce_lease(self) -> None:
         reason = self.lease.newly_expired()
