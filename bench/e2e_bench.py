@@ -47,7 +47,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fuyaoctl.client import Client
-from fuyaoctl.localstack import LocalStack
+from fuyaoctl.localstack import LocalStack, save_join
 
 MODELS = [("NVIDIA-H100-80GB-HBM3", 8), ("NVIDIA-A100-SXM4-80GB", 8),
           ("Tesla-V100-SXM2-32GB", 8), ("Tesla-T4", 4)]
@@ -173,6 +173,38 @@ def wait_for(check: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def wait_members(stack: LocalStack, names: list[str], timeout: float) -> None:
+    """Wait until every member has been Ready at least once, then until all are Ready at
+    the same moment (bounded again by ``timeout``). At 100 members on a loaded 2-core
+    machine the 200 processes take minutes to start, and a member Ready early may flap to
+    Unknown while the rest start; progress goes to stderr."""
+    started = time.perf_counter()
+    ever: set[str] = set()
+    said = -1
+    with Client(stack.url, token=stack.token, timeout=300.0) as client:
+        while True:
+            states = {c.name: c.state.value for c in client.list_clusters()}
+            ready = {n for n in names if states.get(n) == "Ready"}
+            ever |= ready
+            if len(ready) == len(names):
+                return
+            dead = [n for n in names
+                    if (a := stack.agents.get(n)) is not None and not a.alive()]
+            if dead:
+                raise SystemExit(f"agent {dead[0]} exited:\n{stack.agents[dead[0]].tail()}")
+            waited = time.perf_counter() - started
+            if len(ever) != said:
+                said = len(ever)
+                print(f"members: {len(ever)}/{len(names)} have been Ready, {len(ready)} now "
+                      f"({waited:.0f}s)", file=sys.stderr, flush=True)
+            limit = timeout if len(ever) < len(names) else 2 * timeout
+            if waited > limit:
+                late = sorted(n for n in names if n not in ready)[:10]
+                raise SystemExit(f"members not Ready after {waited:.0f}s: {late} "
+                                 f"({ {n: states.get(n) for n in late} })")
+            time.sleep(0.5)
+
+
 def latencies(client: Client, prefix: str, count: int,
               sample: int) -> tuple[list[float], float, float]:
     """Submit-to-Running seconds of ``sample`` tasks spread over ``count`` (the last one
@@ -291,9 +323,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fleets: list[Path | str] = (
             list(trace_slices(args.trace, args.clusters)) if args.trace else
             [fleet_file(home / f"{n}.yaml", i, args.nodes) for i, n in enumerate(names)])
-        for name, fleet in zip(names, fleets, strict=True):
-            stack.join_and_start(name, fleet)
-        stack.wait_ready(names, timeout=300)
+        joined = time.perf_counter()
+        # A patient client: at 100 members on a loaded 2-core machine one join has taken
+        # more than the SDK's default timeout while the first agents were starting.
+        with Client(stack.url, token=stack.token, timeout=300.0) as patient:
+            for name, fleet in zip(names, fleets, strict=True):
+                resp = patient.join_cluster(name)
+                save_join(stack.home, resp.cluster, resp.token, resp.ca_cert)
+                stack.start_agent(name, fleet)
+        wait_members(stack, names, args.ready_timeout or max(300.0, 6.0 * len(names)))
+        result["members_ready_s"] = round(time.perf_counter() - joined, 1)
         metrics = HubMetrics(stack.health_port)
         with stack.client() as client:
             burst = phase(stack, client, metrics, args, "job", args.tasks,
@@ -386,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=200, help="tasks sampled for latency")
     parser.add_argument("--echo", type=int, default=20_000, help="messages of the echo baseline")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--ready-timeout", type=float, default=0,
+                        help="seconds to wait for every member to be Ready "
+                             "(default: 6 per member, at least 300)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="record the hub with py-spy while each phase submits and places "
                              "(DIR/job.txt, DIR/half.txt: collapsed stacks)")

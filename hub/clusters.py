@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from fuyao.errors import Conflict, NotFound, Unauthenticated
@@ -256,9 +256,12 @@ class ClusterManager:
     async def save_heartbeats(self) -> None:
         """Persist last-heartbeat times of connected clusters (not on every beat)."""
         now = utcnow()
-        for name in [n for n, e in self.entries.items() if e.connected]:
-            if name in self.entries:    # joins and removals go on meanwhile
-                await self._update(name, last_heartbeat=now)
+        names = [n for n, e in self.entries.items() if e.connected]
+        await self.writer.call(self.writer.store.touch_clusters, names, now)
+        for name in names:
+            entry = self.entries.get(name)    # joins and removals go on meanwhile
+            if entry is not None:
+                entry.record = replace(entry.record, last_heartbeat=now)
 
     async def set_taints(self, name: str, taints: list[Taint]) -> ClusterEntry:
         """Replace a cluster's taints (new placements only: nothing running moves)."""

@@ -19,8 +19,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 
+from fuyao.spec import TaskState
 from hub.activetask import ActiveTask, Command
 from hub.auth.actor import SYSTEM, Actor
 from hub.clusters import ClusterManager
@@ -34,14 +36,35 @@ from hub.placement.framework import PlacementRequest
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.queueing import Queueing
+from hub.queueing.cycle import Cycle
 from hub.sessions import Sessions
-from hub.taskbook import TaskBook
+from hub.taskbook import Staged, TaskBook
 
 log = logging.getLogger(__name__)
 
 MAX_TASKS_PER_CYCLE = 20_000
 SETTLE_SECONDS = 0.02
 PIPELINE_DEPTH = 2   # cycles in flight: one deciding while the one before commits
+SLICE_SECONDS = 0.005  # a cycle decides this long at most, then lets the event loop run
+
+
+@dataclass
+class _Slice:
+    """Decisions of one slice of a cycle, applied in memory, their commit queued."""
+
+    staged: Staged
+    placed: list[tuple[ActiveTask, PlacementResult]]
+    decided_at: float
+
+
+@dataclass
+class _End:
+    """A cycle's last word to its delivery: how it went."""
+
+    decisions: int = 0
+    slices: int = 0
+    seconds: float = 0.0
+    complete: bool = False      # False: it failed or was cancelled mid-way
 
 
 async def _logged(cycle: asyncio.Task[int]) -> None:
@@ -77,7 +100,8 @@ class PlacementLoop:
         self.interval = interval
         self.wake = asyncio.Event()
         self._lock = asyncio.Lock()       # decisions: one cycle at a time
-        self._after = asyncio.Lock()      # commit, sends, preemption: in cycle order
+        self._tail: asyncio.Future[None] | None = None   # the last cycle's delivery done
+        self.last_slices = 0              # slices the last cycle decided in (tests)
         self.division = Division(tasks, self.poke)   # tasks divided across clusters
 
     def poke(self) -> None:
@@ -113,72 +137,145 @@ class PlacementLoop:
 
     async def cycle(self) -> int:
         """One placement cycle; returns how many tasks it placed, once their commands went
-        out. Decisions take the decision lock; the commit, the sends and what follows run
-        after it is released, in cycle order, so the next cycle decides meanwhile."""
+        out.
+
+        Decisions take the decision lock and are made in slices of about
+        ``SLICE_SECONDS``: each slice is applied in memory and its commit queued
+        (``TaskBook.stage``; the writer merges slices queued while it is busy), then the
+        cycle yields to the event loop, so heartbeats, reports and REST reads are served
+        during a cycle of thousands of decisions. Each task is decided at most once per
+        cycle, in the queueing layer's order; one that was cancelled, ended or re-queued
+        while the cycle yielded is skipped. A slice's PlaceTask commands go out once its
+        commit is durable, in slice order and after every earlier cycle's (``_deliver``),
+        so the next cycle decides while this one's commits are in flight.
+        """
         async with self._lock:
             started, cycle_at = time.perf_counter(), time.time()
+            cycle = self.queueing.begin(self.tasks.queued()[:MAX_TASKS_PER_CYCLE])
+            held: list[tuple[ActiveTask, Hold]] = []
+            # Chained before anything can yield: deliveries keep cycle order.
+            prev, done = self._tail, asyncio.get_running_loop().create_future()
+            self._tail = done
+            out: asyncio.Queue[_Slice | _End] = asyncio.Queue()
+            delivery = asyncio.create_task(self._deliver(prev, done, out, cycle, held, cycle_at))
+            end = _End()
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
-            held: list[tuple[ActiveTask, Hold]] = []
-            cycle = self.queueing.begin(self.tasks.queued()[:MAX_TASKS_PER_CYCLE])
-            for task in cycle:
-                hold = self.deps.hold(task) if self.deps is not None else None
-                if hold is not None:
-                    held.append((task, hold))
-                    continue
-                if self.division.divided(task):
-                    continue    # its parts are placed as tasks of their own
-                request = cycle.request(task)
-                if request is None:
-                    continue    # a queue quota holds it (cycle.held says which)
-                scheduler = self._scheduler(task)
-                decide = partial(memshare.schedule, scheduler)
-                request, result = cycle.decide(task, request, decide)
-                if result.cluster is None and task.avoid:
-                    # Spill-over is a preference: with nowhere else to go, the clusters that
-                    # could not schedule it are candidates again (not excluded forever).
-                    task.avoid.clear()
-                    request, result = cycle.decide(task, cycle.request(task) or request,
-                                                   decide)
-                if self.division.wants(task, result):
-                    missed = self.division.place(task, request, decide, scheduler, cycle)
-                    if missed is None:
-                        continue    # divided: its parts are reserved, stored below
-                    result = missed
-                if result.cluster is not None and not cycle.admit(task, result):
-                    continue    # over a per-model or per-cluster quota there
-                # Reserve at once, so the next decision in this cycle sees the capacity gone.
-                if result.cluster is not None and scheduler.reserve(request, result).ok:
-                    placed.append((task, result))
-                    cycle.placed(task, result)
-                else:
-                    waiting.append((task, result))
-                    cycle.missed(task, request, result)
-            self.division.top_up(cycle, self._decide, self._scheduler)
-            self.queueing.finish(cycle)
-            decided, decided_at = time.perf_counter(), time.time()
-            placed += await self.division.store()
-            staged = self.tasks.stage(placed, waiting, cycle.held)
-        # Taken before any later cycle can (it decides first): sends keep cycle order.
-        await self._after.acquire()
+            staged_held = 0          # how much of cycle.held earlier slices staged
+            try:
+                slice_at = time.perf_counter()
+                for task in cycle:
+                    if time.perf_counter() - slice_at >= SLICE_SECONDS:
+                        if placed or waiting or len(cycle.held) > staged_held:
+                            end.decisions += len(placed) + len(waiting)
+                            out.put_nowait(self._stage(placed, waiting,
+                                                       cycle.held[staged_held:]))
+                            staged_held = len(cycle.held)
+                            placed, waiting = [], []
+                            end.slices += 1
+                        await asyncio.sleep(0)     # let the event loop serve the rest
+                        slice_at = time.perf_counter()
+                    if not self._placeable(task):
+                        continue    # cancelled, ended or moved while the cycle yielded
+                    self._decide_one(task, cycle, placed, waiting, held)
+                self.division.top_up(cycle, self._decide, self._scheduler)
+                self.queueing.finish(cycle)
+                end.decisions += len(placed) + len(waiting)
+                end.seconds = time.perf_counter() - started
+                placed += await self.division.store()
+                out.put_nowait(self._stage(placed, waiting, cycle.held[staged_held:]))
+                end.slices += 1
+                end.complete = True
+            except asyncio.CancelledError:
+                delivery.cancel()
+                raise
+            finally:
+                out.put_nowait(end)     # what was staged is still delivered
+        self.last_slices = end.slices
+        return await delivery
+
+    def _placeable(self, task: ActiveTask) -> bool:
+        """Still queued and not being re-queued (it may have changed while a cycle yielded)."""
+        return (task.state == TaskState.QUEUED and not task.saving
+                and self.tasks.active.get(task.id) is task)
+
+    def _decide_one(self, task: ActiveTask, cycle: Cycle,
+                    placed: list[tuple[ActiveTask, PlacementResult]],
+                    waiting: list[tuple[ActiveTask, PlacementResult]],
+                    held: list[tuple[ActiveTask, Hold]]) -> None:
+        """Decide one task of the cycle; reserve and record it in ``placed`` or ``waiting``
+        (or ``held``: a dependency holds it)."""
+        hold = self.deps.hold(task) if self.deps is not None else None
+        if hold is not None:
+            held.append((task, hold))
+            return
+        if self.division.divided(task):
+            return      # its parts are placed as tasks of their own
+        request = cycle.request(task)
+        if request is None:
+            return      # a queue quota holds it (cycle.held says which)
+        scheduler = self._scheduler(task)
+        decide = partial(memshare.schedule, scheduler)
+        request, result = cycle.decide(task, request, decide)
+        if result.cluster is None and task.avoid:
+            # Spill-over is a preference: with nowhere else to go, the clusters that could
+            # not schedule it are candidates again (not excluded forever).
+            task.avoid.clear()
+            request, result = cycle.decide(task, cycle.request(task) or request, decide)
+        if self.division.wants(task, result):
+            missed = self.division.place(task, request, decide, scheduler, cycle)
+            if missed is None:
+                return      # divided: its parts are reserved, stored by the last slice
+            result = missed
+        if result.cluster is not None and not cycle.admit(task, result):
+            return      # over a per-model or per-cluster quota there
+        # Reserve at once, so the next decision in this cycle sees the capacity gone.
+        if result.cluster is not None and scheduler.reserve(request, result).ok:
+            placed.append((task, result))
+            cycle.placed(task, result)
+        else:
+            waiting.append((task, result))
+            cycle.missed(task, request, result)
+
+    def _stage(self, placed: list[tuple[ActiveTask, PlacementResult]],
+               waiting: list[tuple[ActiveTask, PlacementResult]],
+               held: list[tuple[ActiveTask, str]]) -> _Slice:
+        """Apply one slice in memory and queue its commit."""
+        return _Slice(self.tasks.stage(placed, waiting, held), placed, time.time())
+
+    async def _deliver(self, prev: asyncio.Future[None] | None, done: asyncio.Future[None],
+                       out: asyncio.Queue[_Slice | _End], cycle: Cycle,
+                       held: list[tuple[ActiveTask, Hold]], cycle_at: float) -> int:
+        """Send each slice's PlaceTask commands once its commit is durable, after every
+        earlier cycle finished its own; then what follows a cycle (divided tasks' settling,
+        preemption, dependency holds, metrics). Returns how many tasks were sent."""
+        sent = 0
         try:
-            commands = await staged.durable()
-            if commands:
-                self.metrics.stages.placed(((t.id, t.created_at.timestamp()) for t, _ in placed),
-                                           cycle_at, decided_at, time.time())
-            elif placed:
-                self.poke()   # the commit failed: they are Queued again
-            send_all(self.sessions, commands)
+            if prev is not None:
+                await asyncio.wait([prev])
+            while True:
+                item = await out.get()
+                if isinstance(item, _End):
+                    break
+                commands = await item.staged.durable()
+                if commands:
+                    self.metrics.stages.placed(
+                        ((t.id, t.created_at.timestamp()) for t, _ in item.placed),
+                        cycle_at, item.decided_at, time.time())
+                elif item.placed:
+                    self.poke()   # the commit failed: they are Queued again
+                send_all(self.sessions, commands)
+                sent += len(commands)
+            if not item.complete:
+                return sent       # the cycle failed: the loop logs its error
             send_all(self.sessions, await self.division.settle())
-            evictions = await self.queueing.preempt(cycle)
-            send_all(self.sessions, evictions)
+            send_all(self.sessions, await self.queueing.preempt(cycle))
             if held and await self._hold(held):
                 self.poke()   # a failed task may fail its own dependents
-            self.metrics.observe_cycle(len(placed) + len(waiting), len(commands),
-                                       decided - started)
-            return len(commands)
+            self.metrics.observe_cycle(item.decisions, sent, item.seconds)
+            return sent
         finally:
-            self._after.release()
+            done.set_result(None)
 
     def _scheduler(self, task: ActiveTask) -> Scheduler:
         """The scheduler for the task's own score weights, if it has some."""

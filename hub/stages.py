@@ -9,8 +9,8 @@ the ``fuyao_task_stage_seconds`` histogram (label ``stage``):
 
 =========  ====================================================================
 queue      submit stored -> the placement cycle that placed it started
-decide     that cycle's decisions (the task waits for the whole cycle)
-commit     decisions done -> the cycle's one store commit is durable
+decide     the cycle's start -> its slice of decisions done (~5 ms slices)
+commit     decisions done -> its slice's store commit is durable
 send       commit durable -> PlaceTask written on the cluster's gRPC stream
 member     written -> the member reports it Running (wire, agent, member bind)
 report     the member's Running stamp -> the hub read the report off the stream

@@ -163,6 +163,7 @@ class Agent:
                                                                 self.hubs.hubs))
         self._leader_hint: str | None = None     # named by a standby that refused us
         self._outbox: asyncio.Queue[_Outbound] = asyncio.Queue()
+        self._beat_due = False     # a heartbeat is due: it goes ahead of queued reports
         self._live = False
         self._seq = 0
         self._beats = HeartbeatClock()
@@ -333,7 +334,15 @@ class Agent:
             while len(items) < MAX_BATCH and not self._outbox.empty():
                 items.append(self._outbox.get_nowait())
             pending: list[pb.AgentMessage] = []
+            if self._beat_due:
+                # A due heartbeat overtakes the reports queued before it: the member's lease
+                # is renewed on its answer, and behind a backlog of 10,000 task reports it
+                # came back too late (the lease expired while the session was alive).
+                self._beat_due = False
+                pending += self._faults.outgoing(self._message(_BEAT))
             for item in items:
+                if item is _BEAT:
+                    continue    # sent at the front of this batch or an earlier one
                 if item is _RESYNC:
                     await self._write(call, pending)
                     await self._write_inventory(call)   # drops what is still queued
@@ -418,7 +427,8 @@ class Agent:
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(self.config.heartbeat_interval)
-            self._outbox.put_nowait(_BEAT)
+            self._beat_due = True
+            self._outbox.put_nowait(_BEAT)     # wakes the writer if it idles
 
     def _on_event(self, event: BackendEvent) -> None:
         """Backend sink: queue while connected; otherwise the next full inventory covers it."""

@@ -190,7 +190,7 @@ class Scenario:
         with self.client() as client:
             while time.monotonic() < deadline:
                 with contextlib.suppress(FuyaoError):
-                    if not client.list_tasks(state="Placed"):
+                    if not client.list_tasks(state="Placed", limit=1):
                         return
                 time.sleep(0.3)
 

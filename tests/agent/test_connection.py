@@ -317,3 +317,32 @@ async def test_a_workload_the_member_cannot_create_is_reported_failed(
         await servicer.wait_for(lambda h: has_phase(h, "job-x", pb.TASK_PHASE_FAILED))
     failed = next(r for r in servicer.of("task") if r.phase == pb.TASK_PHASE_FAILED)
     assert "admission webhook denied" in failed.reason
+
+
+class _Call:
+    """Records what the agent's writer writes; the first write ends the pump."""
+
+    def __init__(self) -> None:
+        self.written: list[pb.AgentMessage] = []
+
+    async def write(self, message: pb.AgentMessage) -> None:
+        self.written.append(message)
+        raise asyncio.CancelledError    # one batch is enough
+
+
+async def test_a_due_heartbeat_goes_ahead_of_a_backlog_of_reports(tmp_path: Path) -> None:
+    # Behind 10,000 queued task reports a heartbeat came back too late for the member's
+    # lease; now the writer's next batch starts with it.
+    from member_agent.backends.base import Phase, TaskChanged, TaskStatus
+    agent = make_agent(tmp_path, 1)
+    agent._batch = True
+    for i in range(2000):
+        agent._outbox.put_nowait(TaskChanged(TaskStatus(f"t{i}", 1, Phase.RUNNING)))
+    agent._beat_due = True
+    call = _Call()
+    with pytest.raises(asyncio.CancelledError):
+        await agent._pump(call)
+    batch = call.written[0].batch.messages
+    assert batch[0].WhichOneof("msg") == "heartbeat"
+    assert [m.WhichOneof("msg") for m in batch[1:]] == ["task"] * (len(batch) - 1)
+    assert not agent._beat_due

@@ -199,3 +199,18 @@ async def test_bad_selector_fails_the_copy(sim: tuple[SimBackend, Recorder]) -> 
 async def test_cluster_labels_come_from_the_fleet(sim: tuple[SimBackend, Recorder]) -> None:
     backend, _ = sim
     assert backend.cluster_labels() == {"fuyao.io/region": "test"}
+
+
+async def test_finished_copies_are_forgotten_after_the_retention_and_live_ones_kept(
+    sim: tuple[SimBackend, Recorder], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from member_agent.backends.sim import backend as sim_backend
+    backend, rec = sim
+    await backend.place(place("done", gpu=0, duration=1))
+    await rec.wait_for("done", Phase.SUCCEEDED)
+    await backend.place(place("live", gpu=0))
+    monkeypatch.setattr(sim_backend, "RETAIN_FINISHED_SECONDS", 0.0)
+    await backend.place(place("next", gpu=0))      # each place prunes what is due
+    assert sorted(t.task_id for t in backend.tasks()) == ["live", "next"]
+    await backend.place(place("done", 1, gpu=0))   # forgotten: the same id runs again
+    assert rec.phases("done")[-1] == Phase.RUNNING

@@ -33,6 +33,14 @@ def test_update_changes_only_the_given_fields(store: Store) -> None:
     assert store.get_cluster("east") == got
 
 
+def test_heartbeats_of_many_clusters_are_saved_in_one_write(store: Store) -> None:
+    for name in ("east", "west", "north"):
+        store.create_cluster(cluster(name))
+    store.touch_clusters(["east", "west", "gone"], at(45))   # a removed one: ignored
+    beats = {c.name: c.last_heartbeat for c in store.list_clusters()}
+    assert beats == {"east": at(45), "west": at(45), "north": cluster("north").last_heartbeat}
+
+
 @pytest.mark.parametrize(
     ("changes", "wanted"),
     [

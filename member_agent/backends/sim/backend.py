@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -121,6 +122,9 @@ class SimBackend:
             policy,
         )
         self._copies: dict[str, dict[int, _Copy]] = {}
+        # (finished_at, task id, generation) in the order copies finished: pruning looks
+        # only at the oldest (it scanned every copy on every place, O(n^2) for n copies).
+        self._finished: deque[tuple[float, str, int]] = deque()
         self._pending: list[_Copy] = []
         self._order = itertools.count()
         self._sink: EventSink = lambda event: None
@@ -241,6 +245,7 @@ class SimBackend:
         copy.phase, copy.node, copy.reason, copy.at_ms = phase, node, reason, now_ms()
         if phase.terminal:
             copy.finished_at = time.monotonic()
+            self._finished.append((copy.finished_at, copy.task_id, copy.generation))
         self._sink(TaskChanged(copy.status()))
 
     def _emit_nodes(self, bindings: tuple[Binding, ...]) -> None:
@@ -316,10 +321,15 @@ class SimBackend:
                 self._retry_pending()
 
     def _prune(self) -> None:
+        """Forget copies that finished more than ``RETAIN_FINISHED_SECONDS`` ago."""
         cutoff = time.monotonic() - RETAIN_FINISHED_SECONDS
-        for task_id in list(self._copies):
-            gens = self._copies[task_id]
-            for gen in [g for g, c in gens.items() if c.finished_at and c.finished_at < cutoff]:
-                del gens[gen]
+        finished = self._finished
+        while finished and finished[0][0] < cutoff:
+            _, task_id, generation = finished.popleft()
+            gens = self._copies.get(task_id)
+            copy = gens.get(generation) if gens is not None else None
+            if copy is None or copy.finished_at is None or copy.finished_at >= cutoff:
+                continue     # gone already, or finished again later (a later entry)
+            del gens[generation]   # type: ignore[union-attr]
             if not gens:
                 del self._copies[task_id]

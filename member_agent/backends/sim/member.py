@@ -41,7 +41,8 @@ from member_agent.backends.sim.lease import Lease
 
 log = logging.getLogger(__name__)
 MAX_AGENT_BUFFER = 64 * 1024 * 1024   # an agent this far behind (frozen) is dropped
-LEASE_CHECK_SECONDS = 0.05
+LEASE_CHECK_SECONDS = 0.05   # at the earliest, between two lease checks
+IDLE_CHECK_SECONDS = 1.0     # at the latest (orphan timeout; an expired lease acted on)
 
 
 def member_address(state_dir: Path) -> str:
@@ -112,6 +113,9 @@ class SimMember:
         self.orphan_timeout = orphan_timeout
         self.lease = Lease()
         self._writer: asyncio.StreamWriter | None = None
+        self._out: list[bytes] = []                  # lines for the agent, not yet written
+        self._out_writer: asyncio.StreamWriter | None = None
+        self._flush_due = False
         self._agent_left = time.monotonic()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -122,7 +126,7 @@ class SimMember:
         try:
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), LEASE_CHECK_SECONDS)
+                    await asyncio.wait_for(stop.wait(), self._next_check())
                 self._enforce_lease()
                 if (self.orphan_timeout > 0 and self._writer is None
                         and time.monotonic() - self._agent_left > self.orphan_timeout):
@@ -133,6 +137,15 @@ class SimMember:
             await self.backend.stop()
             if self.copy_log is not None:
                 self.copy_log.close()
+
+    def _next_check(self) -> float:
+        """Seconds to the next lease check: at the lease's expiry (never sooner than
+        ``LEASE_CHECK_SECONDS``), else in ``IDLE_CHECK_SECONDS``. Polling every 50 ms cost
+        an idle member ~2% of a core: 100 members, two cores' worth of wake-ups."""
+        wait = IDLE_CHECK_SECONDS
+        if self.lease.until is not None and self.lease.valid():
+            wait = min(wait, self.lease.until - time.monotonic())
+        return max(LEASE_CHECK_SECONDS, wait)
 
     def _enforce_lease(self) -> None:
         reason = self.lease.newly_expired()
@@ -189,11 +202,26 @@ class SimMember:
                         "removed": list(event.removed)})
 
     def _send(self, message: dict[str, Any]) -> None:
+        """Queue one line for the agent; what queues up in one turn of the event loop goes
+        out in one write (a place emits four events: one socket send each had been 28% of
+        the member's time with 10,000 copies)."""
         writer = self._writer
         if writer is None or writer.is_closing():
+            return
+        if writer is not self._out_writer:
+            self._out, self._out_writer = [], writer   # a new agent: nothing of the old
+        self._out.append(json.dumps(message).encode() + b"\n")
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        lines, writer, self._out = self._out, self._out_writer, []
+        if writer is None or writer.is_closing() or not lines:
             return
         if writer.transport.get_write_buffer_size() > MAX_AGENT_BUFFER:
             log.warning("the agent is not reading (frozen?): dropping its connection")
             writer.close()
             return
-        writer.write(json.dumps(message).encode() + b"\n")
+        writer.write(b"".join(lines))
