@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from fuyao.errors import FuyaoError, InvalidInput
-from fuyao.fragmentation import STARVED_WEIGHT
 from fuyao.fleetfile import load_fleet
+from fuyao.fragmentation import STARVED_WEIGHT
 from hub.planning.simulate import (
     POLICY_NAMES,
     Split,
