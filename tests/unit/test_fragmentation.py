@@ -127,7 +127,7 @@ def test_gradient_sends_a_cpu_heavy_card_task_where_cpu_is_plentiful() -> None:
     # a: 4 cards, 20 cores (5 a card, what the typical task needs); b: 4 cards, 64 cores.
     # The paper's gradient sees no difference (both keep 3 usable cards); the starved term
     # sends the 12-core task to b, where it leaves the cpu a's cards need.
-    mix = ShapeMix([Shape(5000, 1024, 1000)])
+    mix = ShapeMix([Shape(5000, 1024, 1000)], starved_weight=0.5)
     heavy = (12000, 1024, 1000)
     on_a = mix.best(20000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy)
     on_b = mix.best(64000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy)
