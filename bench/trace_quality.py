@@ -38,6 +38,7 @@ from typing import Any
 
 from fuyao.errors import FuyaoError, InvalidInput
 from fuyao.fleetfile import load_fleet
+from fuyao.fragmentation import STARVED_WEIGHT
 from hub.planning.simulate import (
     POLICY_NAMES,
     Split,
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   for n in load_fleet(args.nodes).nodes}
     tasks = load_pod_list(Path(args.pods))
     capacity = gpu_milli_of(nodes)
-    mix = workload_mix(tasks)
+    mix = workload_mix(tasks, args.starved_weight)
     cases = cases_for(args)
     per_case: dict[Case, list[dict[str, Any]]] = {c: [] for c in cases}
     mismatched = 0
@@ -382,6 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", type=_names([s.value for s in Split]),
                         default=["round-robin"], help="round-robin, contiguous and/or by-model")
     parser.add_argument("--until", type=int, default=100, help="arrived workload %% to stop at")
+    parser.add_argument("--starved-weight", type=float, default=STARVED_WEIGHT,
+                        help="fgd: weight of the free cards a node's cpu cannot feed "
+                             f"(default {STARVED_WEIGHT:g}, the FGD paper's gradient; "
+                             "0.5 measured best)")
     parser.add_argument("--plot", help="write allocation vs arrival (mean curves) to FILE.png")
     parser.add_argument("--quick", action="store_true",
                         help=f"CI size: the first {QUICK_NODES} nodes; seed 42, K=1,4 unless given")

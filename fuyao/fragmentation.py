@@ -7,6 +7,18 @@ share; for whole cards, the partly used cards (or everything when too few cards 
 free). A node's fragmentation is the popularity-weighted sum over the expected shapes, and
 FGD places each task where that sum grows least (the fragmentation *gradient*).
 
+One addition to the paper's measure, in the gradient only (``ShapeMix.cost``; ``fragment``
+stays the paper's): a whole-card shape can use only as many wholly free cards as the node's
+free cpu can feed replicas of it (``cpu / shape cpu x cards``, fractional), and the cards
+beyond that count as fragmented with weight ``starved_weight`` (0 by default, the paper's
+FGD; 0.5 is the measured best, selected with ``trace_quality.py --starved-weight 0.5``).
+The paper sees cpu only once it falls below one replica's need, so it let
+cpu-heavy tasks drain the cpu of nodes whose cpu per card just matches the whole-card tasks
+(the trace's 8-card G2 nodes: 12 cores a card, one-card tasks 11.4) while cpu-rich nodes
+(T4: 52 cores a card) stayed idle in cpu; the term steers them apart. Measured on the openb
+trace in ``docs/benchmarks.md`` (about +0.2 points; weights 0.25-0.75 and the same rule for
+shares or for memory were measured too, and lost to 0.5).
+
 Shared ground: the member's ``fgd`` node policy (``fuyao.nodescheduler``) and the hub's
 ``Fragmentation`` placement plugin (``hub.placement.plugins.fragmentation``) both call
 ``ShapeMix.best``, so the cluster the hub picks holds the node the member will bind. The
@@ -14,9 +26,9 @@ capacity view (``hub.planning.fragmentation``: per model, with selectors, device
 the hub's own fit check) and ``ShapeMix`` share the per-device rule, ``too_small``; the
 simulator reports ``ShapeMix.fragment`` as the fragmentation of what is left free.
 
-Cost: a node's fragmentation depends on its cpu and memory only through "at least shape s's
-demand", so values are memoized by (cpu rank, memory rank, sorted free shares); a fleet has
-few distinct such states, and a decision is mostly dictionary look-ups.
+Cost: a node's fragmentation depends on its memory only through "at least shape s's demand",
+so values are memoized by (free cpu, memory rank, sorted free shares); a fleet has few
+distinct such states, and a decision is mostly dictionary look-ups.
 """
 
 from __future__ import annotations
@@ -32,8 +44,12 @@ from fuyao.spec import TaskRequests
 
 WHOLE = 1000
 _MEMO_LIMIT = 200_000
+STARVED_WEIGHT = 0.0
+"""How much a wholly free card the node's cpu cannot feed counts as fragmented (see above).
+0 (the paper's gradient) by default: 0.5 wins on the openb default, gpushare40, multigpu20,
+cpu050 and a generated sharing mix but lost 0.3 points on gpuspec10 (model-constrained)."""
 
-FreeState = tuple[int, int, tuple[int, ...]]   # cpu rank, memory rank, sorted free shares
+FreeState = tuple[int, int, tuple[int, ...]]   # free cpu milli, memory rank, sorted free shares
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +78,10 @@ class ShapeMix:
     constant that never changes which node is best.
     """
 
-    def __init__(self, shapes: Iterable[Shape]) -> None:
+    def __init__(self, shapes: Iterable[Shape], starved_weight: float = STARVED_WEIGHT) -> None:
+        if starved_weight < 0:
+            raise InvalidInput(f"task shape mix: starved weight {starved_weight} must be >= 0")
+        self.starved_weight = starved_weight
         kept = [s for s in shapes if s.weight > 0]
         total = sum(s.weight for s in kept)
         if not kept or total <= 0:
@@ -71,16 +90,16 @@ class ShapeMix:
             Shape(s.cpu_milli, s.memory_mib, s.gpu_milli, s.cards, s.weight / total)
             for s in sorted(kept, key=lambda s: (s.cards, s.gpu_milli, s.cpu_milli,
                                                   s.memory_mib)))
-        self._cpus = sorted({s.cpu_milli for s in self.shapes})
         self._mems = sorted({s.memory_mib for s in self.shapes})
-        # Per shape: (index of its cpu threshold, of its memory threshold, share, cards, p).
+        # Per shape: (cpu it needs, index of its memory threshold, share, cards, p).
         self._rows = tuple(
-            (self._cpus.index(s.cpu_milli), self._mems.index(s.memory_mib), s.gpu_milli,
-             s.cards, s.weight) for s in self.shapes)
-        self._memo: dict[FreeState, float] = {}
+            (s.cpu_milli, self._mems.index(s.memory_mib), s.gpu_milli, s.cards, s.weight)
+            for s in self.shapes)
+        self._memo: dict[FreeState, tuple[float, float]] = {}
 
     @classmethod
-    def from_requests(cls, requests: Iterable[TaskRequests]) -> ShapeMix:
+    def from_requests(cls, requests: Iterable[TaskRequests],
+                      starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
         """The mix of a workload: GPU tasks grouped by (cards, share), each group with the
         median cpu and memory of its tasks (what FGD calls typical pods) and weighted by the
         GPU its tasks ask for in all (FGD weighs by task count; weighing by GPU demand kept
@@ -90,10 +109,10 @@ class ShapeMix:
             if r.gpu_milli:
                 cards = max(1, r.gpu_milli // WHOLE)
                 groups[(cards, min(r.gpu_milli, WHOLE))].append(r)
-        return cls(Shape(int(statistics.median(r.cpu_milli for r in rs)),
-                         int(statistics.median(r.memory_mib for r in rs)), milli, cards,
-                         float(len(rs) * milli * cards))
-                   for (cards, milli), rs in groups.items())
+        return cls((Shape(int(statistics.median(r.cpu_milli for r in rs)),
+                          int(statistics.median(r.memory_mib for r in rs)), milli, cards,
+                          float(len(rs) * milli * cards))
+                    for (cards, milli), rs in groups.items()), starved_weight)
 
     def describe(self) -> list[dict[str, float | int]]:
         """The shapes as plain data (for JSON reports)."""
@@ -103,29 +122,42 @@ class ShapeMix:
     # -- the measure -----------------------------------------------------------------------
 
     def fragment(self, cpu_milli: int, memory_mib: int, frees: Sequence[int]) -> float:
-        """Expected free milli-GPU of a node that the mix's tasks cannot use."""
-        state = (bisect_right(self._cpus, cpu_milli), bisect_right(self._mems, memory_mib),
-                 tuple(sorted(frees)))
-        return self._fragment(state)
+        """Expected free milli-GPU of a node that the mix's tasks cannot use (the paper's)."""
+        return self._measure(self._state(cpu_milli, memory_mib, frees))[0]
 
-    def _fragment(self, state: FreeState) -> float:
+    def cost(self, cpu_milli: int, memory_mib: int, frees: Sequence[int]) -> float:
+        """What the gradient minimizes: ``fragment`` plus ``starved_weight`` x the expected
+        wholly free milli-GPU the node's cpu cannot feed (see the module doc)."""
+        return self._cost(self._state(cpu_milli, memory_mib, frees))
+
+    def _state(self, cpu_milli: int, memory_mib: int, frees: Sequence[int]) -> FreeState:
+        return (cpu_milli, bisect_right(self._mems, memory_mib), tuple(sorted(frees)))
+
+    def _cost(self, state: FreeState) -> float:
+        fragmented, starved = self._measure(state)
+        return fragmented + self.starved_weight * starved
+
+    def _measure(self, state: FreeState) -> tuple[float, float]:
+        """(fragmented, starved) expected milli-GPU of one node state."""
         known = self._memo.get(state)
         if known is not None:
             return known
-        cpu_rank, mem_rank, frees = state
+        cpu, mem_rank, frees = state
         total = sum(frees)
-        value = 0.0
+        value = starved = 0.0
         if total:
             full = frees.count(WHOLE)
-            for cpu_at, mem_at, milli, cards, weight in self._rows:
-                fits = cpu_at < cpu_rank and mem_at < mem_rank and (milli < WHOLE
-                                                                    or full >= cards)
+            for cpu_need, mem_at, milli, cards, weight in self._rows:
+                fits = cpu_need <= cpu and mem_at < mem_rank and (milli < WHOLE
+                                                                  or full >= cards)
                 value += weight * (sum(f for f in frees if too_small(f, milli)) if fits
                                    else total)
+                if fits and milli >= WHOLE and cpu_need:
+                    starved += weight * max(0.0, full - cpu / cpu_need * cards) * WHOLE
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
-        self._memo[state] = value
-        return value
+        known = self._memo[state] = (value, starved)
+        return known
 
     # -- the gradient ------------------------------------------------------------------------
 
@@ -133,7 +165,7 @@ class ShapeMix:
         self, cpu_milli: int, memory_mib: int, frees: Sequence[int], eligible: Sequence[bool],
         req_cpu: int, req_memory: int, req_gpu_milli: int,
     ) -> tuple[float, tuple[int, ...]] | None:
-        """The least fragmentation growth of placing one replica on this node, and the device
+        """The least growth of ``cost`` from placing one replica on this node, and the device
         indices it takes (``eligible[i]``: device ``i`` may be used); None if it does not fit.
 
         ``frees`` are the node's free shares of every device (all count for fragmentation);
@@ -141,8 +173,8 @@ class ShapeMix:
         """
         if req_cpu > cpu_milli or req_memory > memory_mib or not req_gpu_milli:
             return None
-        before = self.fragment(cpu_milli, memory_mib, frees)
-        cpu_rank = bisect_right(self._cpus, cpu_milli - req_cpu)
+        before = self.cost(cpu_milli, memory_mib, frees)
+        cpu_left = cpu_milli - req_cpu
         mem_rank = bisect_right(self._mems, memory_mib - req_memory)
         if req_gpu_milli >= WHOLE:
             wanted = req_gpu_milli // WHOLE
@@ -150,7 +182,7 @@ class ShapeMix:
             if len(taken) < wanted:
                 return None
             after = [0 if i in taken else f for i, f in enumerate(frees)]
-            return self._fragment((cpu_rank, mem_rank, tuple(sorted(after)))) - before, taken
+            return self._cost((cpu_left, mem_rank, tuple(sorted(after)))) - before, taken
         best: tuple[float, tuple[int, ...]] | None = None
         tried: set[int] = set()
         for i, free in enumerate(frees):
@@ -159,7 +191,7 @@ class ShapeMix:
             tried.add(free)
             after = list(frees)
             after[i] = free - req_gpu_milli
-            delta = self._fragment((cpu_rank, mem_rank, tuple(sorted(after)))) - before
+            delta = self._cost((cpu_left, mem_rank, tuple(sorted(after)))) - before
             if best is None or delta < best[0]:
                 best = (delta, (i,))
         return best

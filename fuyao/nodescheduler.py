@@ -15,7 +15,8 @@ policy's score picks among those. GPU requests (shares and whole cards) are scor
 ``fgd`` is the FGD paper's policy (``fuyao.fragmentation``): the node - and, for a share,
 the card - whose free GPUs stay most usable for the expected task shapes (the least growth
 of fragmentation against a ``ShapeMix``), then best-fit, then the name; CPU-only replicas
-keep the accelerator-free preference and then take the node where they fragment least.
+keep the accelerator-free preference and then take the node where they fragment least
+(counting the wholly free cards their cpu would leave unfed, ``ShapeMix.cost``).
 
 Accounting is per GPU device, so ``DeviceInfo.free_milli`` stays truthful: a whole-card
 request takes cards with ``free_milli == 1000``; a share (< 1000 milli) takes part of one
@@ -310,9 +311,9 @@ class LocalScheduler:
         free = node.free
         frees = [d.free_milli for d in node.devices]
         if not req.gpu_milli:
-            before = self.mix.fragment(free.cpu_milli, free.memory_mib, frees)
-            after = self.mix.fragment(free.cpu_milli - req.cpu_milli,
-                                      free.memory_mib - req.memory_mib, frees)
+            before = self.mix.cost(free.cpu_milli, free.memory_mib, frees)
+            after = self.mix.cost(free.cpu_milli - req.cpu_milli,
+                                  free.memory_mib - req.memory_mib, frees)
             return after - before, devices
         eligible = [d.memory_mib >= req.gpu_memory_mib for d in node.devices]
         found = self.mix.best(free.cpu_milli, free.memory_mib, frees, eligible,

@@ -109,5 +109,35 @@ def test_fragment_never_exceeds_the_free_gpu_and_the_gradient_matches_it(
     after = list(frees)
     for i in taken:
         after[i] -= min(want, 1000)
-    assert delta == pytest.approx(mix.fragment(7000, (1 << 20) - 1024, after)
-                                  - mix.fragment(8000, 1 << 20, frees))
+    assert delta == pytest.approx(mix.cost(7000, (1 << 20) - 1024, after)
+                                  - mix.cost(8000, 1 << 20, frees))
+
+
+def test_cost_counts_whole_cards_the_cpu_cannot_feed_at_the_starved_weight() -> None:
+    # one-card tasks need 4 cores; 6 cores feed 1.5 of the 4 free cards
+    mix = ShapeMix([Shape(4000, 1024, 1000)], starved_weight=0.5)
+    assert mix.fragment(6000, 1 << 20, (1000,) * 4) == 0            # the paper's measure
+    assert mix.cost(6000, 1 << 20, (1000,) * 4) == pytest.approx(0.5 * 2.5 * 1000)
+    assert mix.cost(16000, 1 << 20, (1000,) * 4) == 0               # cpu for all four
+    paper = ShapeMix([Shape(4000, 1024, 1000)], starved_weight=0.0)
+    assert paper.cost(6000, 1 << 20, (1000,) * 4) == 0
+
+
+def test_gradient_sends_a_cpu_heavy_card_task_where_cpu_is_plentiful() -> None:
+    # a: 4 cards, 20 cores (5 a card, what the typical task needs); b: 4 cards, 64 cores.
+    # The paper's gradient sees no difference (both keep 3 usable cards); the starved term
+    # sends the 12-core task to b, where it leaves the cpu a's cards need.
+    mix = ShapeMix([Shape(5000, 1024, 1000)], starved_weight=0.5)
+    heavy = (12000, 1024, 1000)
+    on_a = mix.best(20000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy)
+    on_b = mix.best(64000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy)
+    assert on_a is not None and on_b is not None
+    assert on_b[0] < on_a[0]
+    paper = ShapeMix([Shape(5000, 1024, 1000)], starved_weight=0.0)
+    assert paper.best(20000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy) == \
+        paper.best(64000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy)
+
+
+def test_starved_weight_must_not_be_negative() -> None:
+    with pytest.raises(InvalidInput, match="starved weight"):
+        ShapeMix([Shape(1000, 1024, 500)], starved_weight=-1)

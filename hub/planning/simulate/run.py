@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fuyao.errors import InvalidInput
-from fuyao.fragmentation import DEFAULT_MIX, ShapeMix
+from fuyao.fragmentation import DEFAULT_MIX, STARVED_WEIGHT, ShapeMix
 from hub.planning.simulate.engine import Federation, Outcome, Progress, replay
 from hub.planning.simulate.fleet import SimCluster
 from hub.planning.simulate.policies import SimPolicy
@@ -21,10 +21,13 @@ from hub.planning.simulate.workload import FGD_TUNE, SimTask, arrival_order, tim
 MAX_ARRIVAL = 10.0
 
 
-def workload_mix(tasks: Sequence[SimTask]) -> ShapeMix:
-    """The expected task shapes: the workload's own GPU tasks (or a default mix)."""
+def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
+    """The expected task shapes: the workload's own GPU tasks (or a default mix);
+    ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``)."""
     if any(t.requests.gpu_milli for t in tasks):
-        return ShapeMix.from_requests(t.requests for t in tasks)
+        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight)
+    if starved_weight != DEFAULT_MIX.starved_weight:
+        return ShapeMix(DEFAULT_MIX.shapes, starved_weight)
     return DEFAULT_MIX
 
 
@@ -71,6 +74,7 @@ def simulate(clusters: Sequence[SimCluster], tasks: Sequence[SimTask], policy: S
     return {
         "policy": policy.name,
         "member_policy": policy.member.value,
+        "starved_weight": mix.starved_weight,
         "profile": policy.profile.to_config(),
         "seed": seed,
         "arrival_pct": round(100.0 * arrival, 2),
