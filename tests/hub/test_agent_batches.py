@@ -11,8 +11,10 @@ import asyncio
 from typing import Any
 
 import grpc
+import pytest
 
 from fuyao.wire.v1 import agent_pb2 as pb
+from hub import loops
 from tests.hub.agentkit import RawAgent, gpu_node
 from tests.hub.conftest import HubHarness
 from tests.hub.test_agent_channel import join, task, until
@@ -54,7 +56,10 @@ async def test_the_hub_announces_batches_in_its_initial_metadata(harness: HubHar
 
 
 async def test_an_agent_that_reads_batches_gets_one_cycles_placements_in_one(
-        harness: HubHarness) -> None:
+        harness: HubHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle's placements are sent slice by slice (``hub.loops.SLICE_SECONDS``); with a
+    slice long enough for the whole cycle, they reach a batch-reading agent in one batch."""
+    monkeypatch.setattr(loops, "SLICE_SECONDS", 60.0)
     agent = await batch_agent(harness, "east", ("batch",))
     await submit(harness, 3)
     written = await commands(agent, 3)

@@ -372,8 +372,9 @@ async def test_store_outage_mid_stream_ends_it_unavailable_and_the_resync_recove
 
 async def test_join_while_heartbeats_are_saved_does_not_break_the_save(
         harness: HubHarness, gates: list[Gate]) -> None:
-    """The monitor saves every connected cluster's last heartbeat one write at a time; a
-    cluster joined meanwhile made it fail ("dictionary changed size during iteration")."""
+    """The monitor saves every connected cluster's last heartbeat (one write for all of
+    them); a cluster joined while that write waits must not break the save (it once failed
+    with "dictionary changed size during iteration")."""
     h = harness
     east = await ready_agent(h, "east", [gpu_node("a-0", A100, 8)])
     west = await ready_agent(h, "west", [gpu_node("b-0", A100, 8)])
@@ -385,7 +386,7 @@ async def test_join_while_heartbeats_are_saved_does_not_break_the_save(
         return await call(fn, *args, **kwargs)
 
     h.hub.writer.call = recorded  # type: ignore[method-assign]
-    slow = gate(h, gates, "update_cluster", lambda name, **changes: name == "east")
+    slow = gate(h, gates, "touch_clusters", lambda names, *_: "east" in names)
     saving = asyncio.create_task(h.hub.clusters.save_heartbeats())
     await until(slow.entered.is_set)
     joining = asyncio.create_task(join(h, "north"))
@@ -394,6 +395,8 @@ async def test_join_while_heartbeats_are_saved_does_not_break_the_save(
     await joining
     await saving                                   # raised RuntimeError before the fix
     assert h.hub.clusters.entries["west"].record.last_heartbeat is not None
+    assert h.hub.clusters.entries["east"].record.last_heartbeat is not None
+    assert "north" in h.hub.clusters.entries
     await east.close()
     await west.close()
 
