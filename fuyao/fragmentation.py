@@ -45,6 +45,7 @@ from fuyao.spec import TaskRequests
 WHOLE = 1000
 _MEMO_LIMIT = 200_000
 STARVED_WEIGHT = 0.0
+MAX_STARVED_WEIGHT = 10.0   # a whole starved card weighs at most this many fragmented ones
 """How much a wholly free card the node's cpu cannot feed counts as fragmented (see above).
 0 (the paper's gradient) by default: 0.5 wins on the openb default, gpushare40, multigpu20,
 cpu050 and a generated sharing mix but lost 0.3 points on gpuspec10 (model-constrained)."""
@@ -79,8 +80,9 @@ class ShapeMix:
     """
 
     def __init__(self, shapes: Iterable[Shape], starved_weight: float = STARVED_WEIGHT) -> None:
-        if starved_weight < 0:
-            raise InvalidInput(f"task shape mix: starved weight {starved_weight} must be >= 0")
+        if not 0 <= starved_weight <= MAX_STARVED_WEIGHT:    # NaN fails both comparisons
+            raise InvalidInput(f"task shape mix: starved weight {starved_weight} must be "
+                               f"from 0 to {MAX_STARVED_WEIGHT}")
         self.starved_weight = starved_weight
         kept = [s for s in shapes if s.weight > 0]
         total = sum(s.weight for s in kept)

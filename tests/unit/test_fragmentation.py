@@ -138,6 +138,7 @@ def test_gradient_sends_a_cpu_heavy_card_task_where_cpu_is_plentiful() -> None:
         paper.best(64000, 1 << 20, (1000,) * 4, (True,) * 4, *heavy)
 
 
-def test_starved_weight_must_not_be_negative() -> None:
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf"), 10.5])
+def test_starved_weight_must_be_a_bounded_number(weight: float) -> None:
     with pytest.raises(InvalidInput, match="starved weight"):
-        ShapeMix([Shape(1000, 1024, 500)], starved_weight=-1)
+        ShapeMix([Shape(1000, 1024, 500)], starved_weight=weight)
