@@ -329,9 +329,17 @@ def test_a_frozen_push_agent_is_fenced_by_its_watchdog_before_the_hub_moves_the_
           "Running on east")
     container = east.deployments[(NS, WATCHDOG)]["spec"]["template"]["spec"]["containers"][0]
     kubeconfig = member_kubeconfig(fed.tmp / "east.kubeconfig", east, flags)
-    fed.stack._spawn("watchdog-east", [
+    watchdog = fed.stack._spawn("watchdog-east", [
         *_command(container["command"][0], "member_agent.cli"), *container["args"],
         "--kubeconfig", str(kubeconfig)])
+    try:
+        _fence_and_move(fed, east, west)
+    finally:
+        watchdog.stop()     # not one of the stack's agents: it would outlive the test
+
+
+def _fence_and_move(fed: Federation, east: KubeStandIn, west: KubeStandIn) -> None:
+    """Freeze east's push agent; the watchdog must delete the pod before west runs it."""
 
     def running(server: KubeStandIn) -> list[str]:
         with server.cond:
