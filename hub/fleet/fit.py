@@ -12,9 +12,9 @@ node).
 
 ``fit_models`` names the device models whose nodes a search's answer read, so a caller can
 keep the answer while ``ClusterInfo.model_version`` of each (and ``layout_version``) stay put.
-``certify`` and ``still_found`` go finer, node by node: a one-replica answer (of either
-model order) stays the answer while the chosen node is unchanged and no node that changed
-since could now be chosen before it (``ClusterInfo.nodes_changed_since``).
+``certify`` and ``still_found`` go finer, node by node: a one-replica answer of the
+``tightest`` search stays the answer while the chosen node is unchanged and no node that
+changed since could now be chosen before it (``ClusterInfo.nodes_changed_since``).
 
 ``plan_holds`` is what ``FleetView.reserve`` uses to turn "these nodes" into exact holds
 (which devices, how much of each), refusing with ``Conflict`` when the nodes no longer fit.
@@ -62,33 +62,6 @@ class Miss:
     placed: int = 0
 
 
-class _LastOrder:
-    """The models by room of the last GPU search, so that ``certify`` - asked right after
-    the search, on the same cluster state - does not sort them again."""
-
-    __slots__ = ("cluster", "key", "models", "requests", "version")
-
-    def __init__(self) -> None:
-        self.cluster: ClusterInfo | None = None
-        self.version, self.key = -1, ""
-        self.requests: TaskRequests | None = None
-        self.models: tuple[str, ...] = ()
-
-    def remember(self, cluster: ClusterInfo, key: str, requests: TaskRequests,
-                 models: list[str]) -> None:
-        self.cluster, self.version, self.key = cluster, cluster.version, key
-        self.requests, self.models = requests, tuple(models)
-
-    def recall(self, cluster: ClusterInfo, key: str, requests: TaskRequests,
-               ) -> tuple[str, ...] | None:
-        """The remembered order if it was found on this cluster as it is now."""
-        if (self.cluster is cluster and self.version == cluster.version and self.key == key
-                and self.requests == requests):
-            return self.models
-        return None
-
-
-_last_order = _LastOrder()
 Candidate = tuple[NodeState, int, bool]   # node, replicas its devices can take, check labels
 _MISS_GPU = Miss(MissKind.GPU)
 _MISS_NO_NODES = Miss(MissKind.NO_NODES)
@@ -116,7 +89,6 @@ def find_fit(
         return quick or _assign(_cpu_candidates(found, requests), requests, selector, None)
     usable = _usable(found, requests)
     models = _by_room(cluster, usable, requests)
-    _last_order.remember(cluster, key, requests, models)
     if least_overqualified:
         models = _by_rank(cluster, models, requests)
     if single:
@@ -181,29 +153,26 @@ def fit_models(
 
 @dataclass(frozen=True, slots=True)
 class Certificate:
-    """What a one-replica answer of ``find_fit`` rests on, to re-check it node by node
-    (``still_found``) instead of searching again."""
+    """What a one-replica answer of ``find_fit`` (``tightest``) rests on, to re-check it
+    node by node (``still_found``) instead of searching again."""
 
     node: str                      # the chosen node
     cls: DeviceClass | None        # its device class (None: a CPU request)
     group: int                     # its label group's place among those matched
-    rank: tuple[int, int]          # GPU: (model's place, tightness); CPU: (group, bucket order)
-    models: tuple[str, ...] = ()   # GPU: the models by room (``_by_room``)...
-    reserve: tuple[bool, ...] = ()  # ... whether each would eat into the reserve...
-    places: tuple[int, ...] = ()   # ... where each comes in the model order: ``tightest``
-    #   the reserve flag (models outside it first, then ties by tightness), ``least-
-    #   overqualified`` its place in ``_by_rank`` (the first model with a fit wins)
-    by_room: bool = True           # ... and whether the order by room must hold too
+    rank: tuple[int, int]          # GPU: (in reserve, tightness); CPU: (group, bucket order)
+    models: tuple[str, ...] = ()   # GPU: the models in search order...
+    reserve: tuple[bool, ...] = ()  # ... and whether each would eat into the reserve
 
 
 def certify(
     cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
     found: Fit | Miss, least_overqualified: bool = False,
 ) -> Certificate | None:
-    """The certificate of an answer ``find_fit`` just gave (with the same model order), or
-    None when there is none to give (a miss, several replicas, a per-node selector, a share
+    """The certificate of an answer ``find_fit`` just gave, or None when there is none to
+    give (a miss, several replicas, a per-node selector, ``least-overqualified``, a share
     placed on a whole card)."""
-    if not isinstance(found, Fit) or requests.replicas != 1 or len(found.nodes) != 1:
+    if (least_overqualified or not isinstance(found, Fit) or requests.replicas != 1
+            or len(found.nodes) != 1):
         return None
     matched = cluster.matching(selector, key)
     node = cluster.node(found.nodes[0])
@@ -225,16 +194,11 @@ def certify(
     tight = _tightness(slot.full, slot.partial, requests)
     if tight is None or (requests.gpu_milli < WHOLE and tight >= WHOLE // 100):
         return None
-    models = _last_order.recall(cluster, key, requests)
-    if models is None:
-        models = tuple(_by_room(cluster, _usable(matched, requests), requests))
+    models, reserve = _model_order(cluster, matched, requests)
     if cls[0] not in models:
         return None
-    reserve = tuple(_in_reserve(cluster, m, requests.gpu_milli) for m in models)
-    places, by_room = (_rank_places(cluster, models, requests) if least_overqualified
-                       else (tuple(map(int, reserve)), True))
-    return Certificate(node.name, cls, group, (places[models.index(cls[0])], tight),
-                       models, reserve, places, by_room)
+    return Certificate(node.name, cls, group, (int(reserve[models.index(cls[0])]), tight),
+                       models, reserve)
 
 
 def still_found(
@@ -244,12 +208,12 @@ def still_found(
     """True when ``find_fit`` would still answer the certified node, given that only the
     nodes ``changed`` have changed since (and not the cluster's layout): the node is not
     among them, none of them could now be chosen before it, and - for a GPU request - the
-    models' order by room and reserve flags are as they were (so is either model order)."""
+    models' search order and reserve flags are as they were."""
     if cert.node in changed:
         return False
     matched = cluster.matching(selector, key)
     cpu, mem = requests.cpu_milli, requests.memory_mib
-    models, places = cert.models, cert.places
+    models, reserve = cert.models, cert.reserve
     if cert.cls is not None and not _order_holds(cluster, cert, requests):
         return False
     memory = requests.gpu_memory_mib
@@ -274,7 +238,7 @@ def still_found(
                 if _group_of(matched, node) is not None:
                     return False
                 continue
-            rank = (places[models.index(cls[0])], tight)
+            rank = (int(reserve[models.index(cls[0])]), tight)
             if rank > cert.rank:
                 continue
             group = _group_of(matched, node)
@@ -307,7 +271,7 @@ def _order_holds(cluster: ClusterInfo, cert: Certificate, requests: TaskRequests
             return False
         if total <= 0 and flag:
             return False
-        if cert.by_room and len(cert.models) > 1:
+        if len(cert.models) > 1:
             place = (-(total - used - need) / total if total else float("inf"), model)
             if last is not None and place < last:
                 return False
@@ -315,15 +279,12 @@ def _order_holds(cluster: ClusterInfo, cert: Certificate, requests: TaskRequests
     return True
 
 
-def _rank_places(
-    cluster: ClusterInfo, models: tuple[str, ...], requests: TaskRequests,
-) -> tuple[tuple[int, ...], bool]:
-    """Where each of ``models`` (by room) comes in the ``least-overqualified`` order, and
-    whether their order by room can move it: only when two share a catalog rank (with the
-    reserve flags kept, distinct ranks alone decide the order)."""
-    ranked = _by_rank(cluster, list(models), requests)
-    ranks = [DEFAULT_CATALOG.rank(model) for model in models]
-    return tuple(ranked.index(model) for model in models), len(set(ranks)) < len(ranks)
+def _model_order(
+    cluster: ClusterInfo, matched: Matches, requests: TaskRequests,
+) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """The models ``_tightest_fit`` walks, in order, and whether each is in its reserve."""
+    models = tuple(_by_room(cluster, _usable(matched, requests), requests))
+    return models, tuple(_in_reserve(cluster, m, requests.gpu_milli) for m in models)
 
 
 def _bucket_order(bucket: int, requests: TaskRequests) -> int:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fuyao.inventory import NodeInfo
 from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState
-from hub.fleet import Fit, FleetView, certify, find_fit, still_found
+from hub.fleet import FleetView, certify, find_fit, still_found
 
 from .builders import node, requests
 
@@ -83,10 +83,10 @@ occupancy = st.tuples(st.integers(0, 11),
 @given(nodes=st.lists(specs, min_size=4, max_size=12),
        changes=st.lists(occupancy, min_size=1, max_size=4),
        selector=st.sampled_from(SELECTORS), shape=st.sampled_from(SHAPES),
-       headroom=st.sampled_from([0.0, 0.2]), least_overqualified=st.booleans())
+       headroom=st.sampled_from([0.0, 0.2]))
 def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
     nodes: list[dict[str, Any]], changes: list[tuple[int, list[int], int | None]],
-    selector: str, shape: dict[str, int], headroom: float, least_overqualified: bool,
+    selector: str, shape: dict[str, int], headroom: float,
 ) -> None:
     """Nodes keep their model, cards and labels and only their free shares and cpu move
     (what reservations and agents' reports mostly do): the layout stays, so certificates
@@ -98,8 +98,8 @@ def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
     assert cluster is not None
     sel, reqs = parse_selector(selector), requests(**shape)
     key = str(sel)
-    found = find_fit(cluster, sel, key, reqs, least_overqualified)
-    cert = certify(cluster, sel, key, reqs, found, least_overqualified)
+    found = find_fit(cluster, sel, key, reqs)
+    cert = certify(cluster, sel, key, reqs, found)
     stamp, layout = cluster.version, cluster.layout_version
     for index, busy, free_cpu in changes:
         spec = nodes[index % len(nodes)]
@@ -112,27 +112,5 @@ def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
     holds = still_found(cluster, sel, key, reqs, cert, changed)
     event(f"certified, still found: {holds}")
     if holds:
-        assert find_fit(cluster, sel, key, reqs, least_overqualified) == found
+        assert find_fit(cluster, sel, key, reqs) == found
 
-
-
-def test_a_lower_model_that_gains_room_ends_a_least_overqualified_certificate() -> None:
-    """The T4 node had the card but not the cpu, so the A100 was chosen; once its cpu is
-    back, the hub's default order wants the T4 - however loose it is - and the kept A100
-    answer must not stand."""
-    fleet = FleetView()
-    fleet.upsert_cluster("c", labels={}, weight=1, headroom=0.0, state=ClusterState.READY)
-    short = node("c-t4", "T4", 4, free_cpu=1)
-    fleet.replace_nodes("c", [node("c-a100", "A100", 1), short])
-    cluster = fleet.cluster("c")
-    assert cluster is not None
-    sel, reqs = parse_selector(""), requests(gpu_milli=1000, cpu=4)
-    found = find_fit(cluster, sel, "", reqs, True)
-    cert = certify(cluster, sel, "", reqs, found, True)
-    assert found == Fit(("c-a100",), "A100") and cert is not None
-    stamp = cluster.version
-    fleet.apply_delta("c", [node("c-t4", "T4", 4)], [])
-    changed = cluster.nodes_changed_since(stamp)
-    assert changed is not None
-    assert find_fit(cluster, sel, "", reqs, True) == Fit(("c-t4",), "T4")
-    assert not still_found(cluster, sel, "", reqs, cert, changed)
