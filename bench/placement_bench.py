@@ -37,6 +37,7 @@ from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState, TaskRequests
+from hub import heap
 from hub.fleet import ClusterInfo, FleetView, NodeState
 from hub.placement import PlacementRequest, Scheduler
 from hub.placement.profile import DEFAULT_PROFILE, MODEL_CHOICES, TIGHTEST, Profile
@@ -309,6 +310,8 @@ def bench_profile(model_choice: str) -> Profile:
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
+    if args.gc == "hub":
+        heap.settle()   # as hub.server does once it has started, before any member reports
     rng = random.Random(args.seed)
     started = time.perf_counter()
     fleet = build_fleet(rng, args.clusters, args.nodes)
@@ -383,7 +386,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             scan.refresh(name, [victim.name])
     out: dict[str, object] = {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "clock": args.clock,
-        "model_choice": profile.model_choice, "baselines_checked": checked,
+        "model_choice": profile.model_choice, "baselines_checked": checked, "gc": args.gc,
         "fleet_build_s": round(build_s, 2), "placed": placed, "decisions": len(reqs),
         "indexed_cached": Timings(fast).summary(),
         "indexed_uncached": Timings(slow).summary(),
@@ -425,6 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="time decisions in this thread's CPU seconds (default: what the "
                              "load of a shared machine moves least) or wall seconds")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gc", choices=("python", "hub"), default="python",
+                        help="the collector's settings: Python's defaults, or the hub "
+                             "process's (hub.heap.settle: frozen start, larger thresholds)")
     parser.add_argument("--model-choice", choices=MODEL_CHOICES, default=TIGHTEST,
                         help="the engine's model order: tightest (what the baselines implement "
                              "and are checked against) or least-overqualified (the hub's "
