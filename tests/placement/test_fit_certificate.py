@@ -71,3 +71,46 @@ def test_a_certified_fit_that_still_holds_is_what_a_search_finds(
     event(f"certified, still found: {holds}")
     if holds:
         assert find_fit(cluster, sel, key, reqs) == found
+
+
+occupancy = st.tuples(st.integers(0, 11),
+                      st.lists(st.sampled_from([0, 250, 500, 750, 1000, 1000]),
+                               min_size=8, max_size=8),
+                      st.sampled_from([None, 1, 4, 16]))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(specs, min_size=4, max_size=12),
+       changes=st.lists(occupancy, min_size=1, max_size=4),
+       selector=st.sampled_from(SELECTORS), shape=st.sampled_from(SHAPES),
+       headroom=st.sampled_from([0.0, 0.2]))
+def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
+    nodes: list[dict[str, Any]], changes: list[tuple[int, list[int], int | None]],
+    selector: str, shape: dict[str, int], headroom: float,
+) -> None:
+    """Nodes keep their model, cards and labels and only their free shares and cpu move
+    (what reservations and agents' reports mostly do): the layout stays, so certificates
+    are checked far more often than above, and one that holds names what a search finds."""
+    fleet = FleetView()
+    fleet.upsert_cluster("c", labels={}, weight=1, headroom=headroom, state=ClusterState.READY)
+    fleet.replace_nodes("c", [make(i, s) for i, s in enumerate(nodes)])
+    cluster = fleet.cluster("c")
+    assert cluster is not None
+    sel, reqs = parse_selector(selector), requests(**shape)
+    key = str(sel)
+    found = find_fit(cluster, sel, key, reqs)
+    cert = certify(cluster, sel, key, reqs, found)
+    stamp, layout = cluster.version, cluster.layout_version
+    for index, busy, free_cpu in changes:
+        spec = nodes[index % len(nodes)]
+        fleet.apply_delta("c", [make(index % len(nodes),
+                                     {**spec, "busy": busy, "free_cpu": free_cpu})], [])
+    changed = cluster.nodes_changed_since(stamp)
+    if cert is None or changed is None or cluster.layout_version != layout:
+        event("not checked")
+        return
+    holds = still_found(cluster, sel, key, reqs, cert, changed)
+    event(f"certified, still found: {holds}")
+    if holds:
+        assert find_fit(cluster, sel, key, reqs) == found
+
