@@ -50,6 +50,15 @@ def test_placement_bench_runs_with_its_baseline() -> None:
     assert result["disagreements_with_numpy"] == 0 and result["engine_vs_numpy"] > 0
 
 
+def test_placement_bench_runs_the_hubs_default_order_checked_against_uncached() -> None:
+    result = run_bench("placement_bench.py", "--model-choice", "least-overqualified",
+                       "--gc", "hub")
+    assert result["model_choice"] == "least-overqualified" and result["gc"] == "hub"
+    assert not result["baselines_checked"]     # the baselines implement tightest only
+    assert result["decisions"] > 0 and result["disagreements_with_uncached"] == 0
+    assert result["disagreements_with_baseline"] == result["disagreements_with_numpy"] == 0
+
+
 def test_memory_bench_reports_the_fleet_and_its_reports_apart() -> None:
     result = run_bench("memory_bench.py")
     assert result["nodes"] == 2000 == result["clusters"] * result["nodes_per_cluster"]
