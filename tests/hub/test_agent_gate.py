@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hub import splice_relay
 from hub.agentgate import AgentGate, Mode
@@ -138,3 +141,32 @@ async def test_stop_ends_every_relayed_connection(behind: Behind) -> None:
     with pytest.raises(OSError):
         await behind.connect()
     assert behind.refused == []
+
+
+@pytest.mark.skipif(not splice_relay.AVAILABLE, reason="os.splice is Linux only")
+@settings(max_examples=30, deadline=None)
+@given(up=st.lists(st.binary(min_size=1, max_size=200_000), max_size=6),
+       down=st.lists(st.binary(min_size=1, max_size=200_000), max_size=6))
+def test_the_kernel_relay_moves_any_bytes_unchanged_both_ways(up: list[bytes],
+                                                               down: list[bytes]) -> None:
+    client, outer = socket.socketpair()
+    inner, server = socket.socketpair()
+    closed: list[bool] = []
+    relay = splice_relay.SpliceRelay()
+    try:
+        relay.add(outer, inner, closed.append)
+        for sender, receiver, chunks in ((client, server, up), (server, client, down)):
+            sender.settimeout(10)
+            receiver.settimeout(10)
+            threading.Thread(target=sender.sendall, args=(b"".join(chunks),)).start()
+            received = b""
+            while len(received) < sum(map(len, chunks)):
+                received += receiver.recv(1 << 20)
+            assert received == b"".join(chunks)
+        client.close()
+        assert server.recv(1) == b""           # one side ended: the relay ended both
+    finally:
+        relay.close()
+        client.close()
+        server.close()
+    assert closed == [up[:1] != [] and up[0][:1] == b"\x16"]
