@@ -166,9 +166,6 @@ class SpliceRelay:
         self._wake()
         self._thread.join(timeout=5)
 
-    def __len__(self) -> int:
-        return len(self._live) + len(self._incoming)
-
     def _wake(self) -> None:
         with contextlib.suppress(OSError):   # a wake-up is already pending, or it has ended
             self._wake_w.send(b"\0")
@@ -229,6 +226,7 @@ class SpliceRelay:
         spliced.close()
 
     def _shut(self) -> None:
+        self._stopping = True      # (also after a failure: ``add`` refuses from now on)
         for spliced in list(self._live) + list(self._incoming):
             self._live.discard(spliced)
             with contextlib.suppress(OSError, KeyError, ValueError):

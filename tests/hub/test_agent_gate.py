@@ -158,10 +158,12 @@ def test_the_kernel_relay_moves_any_bytes_unchanged_both_ways(up: list[bytes],
         for sender, receiver, chunks in ((client, server, up), (server, client, down)):
             sender.settimeout(10)
             receiver.settimeout(10)
-            threading.Thread(target=sender.sendall, args=(b"".join(chunks),)).start()
+            sending = threading.Thread(target=sender.sendall, args=(b"".join(chunks),))
+            sending.start()
             received = b""
             while len(received) < sum(map(len, chunks)):
                 received += receiver.recv(1 << 20)
+            sending.join()
             assert received == b"".join(chunks)
         client.close()
         assert server.recv(1) == b""           # one side ended: the relay ended both
