@@ -87,5 +87,6 @@ def test_gate_bench_relays_through_both_modes_and_compares_them() -> None:
     for mode in modes:
         assert result[mode]["bulk_mib_per_s"] > 0 and result[mode]["pings_per_s"] > 0
         assert result[mode]["pings_process_cpu_us_per_trip"] > 0
+        assert result[mode]["busy_pings_per_s"] > 0
     if "splice" in result:
         assert set(result["splice_vs_asyncio"]) == set(result["asyncio"])
