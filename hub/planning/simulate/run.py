@@ -16,19 +16,33 @@ from fuyao.fragmentation import DEFAULT_MIX, STARVED_WEIGHT, ShapeMix
 from hub.planning.simulate.engine import Federation, Outcome, Progress, replay
 from hub.planning.simulate.fleet import SimCluster
 from hub.planning.simulate.policies import SimPolicy
-from hub.planning.simulate.workload import FGD_TUNE, SimTask, arrival_order, timed_order
+from hub.planning.simulate.workload import (
+    FGD_TUNE,
+    SimTask,
+    arrival_order,
+    gpu_constraint,
+    timed_order,
+)
 
 MAX_ARRIVAL = 10.0
 
 
 def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
     """The expected task shapes: the workload's own GPU tasks (or a default mix);
-    ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``)."""
+    ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``); the
+    models the trace's constrained tasks name (``gpu_spec``) are spared the starved term."""
     if any(t.requests.gpu_milli for t in tasks):
-        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight)
+        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight,
+                                      constrained_models(tasks))
     if starved_weight != DEFAULT_MIX.starved_weight:
         return ShapeMix(DEFAULT_MIX.shapes, starved_weight)
     return DEFAULT_MIX
+
+
+def constrained_models(tasks: Sequence[SimTask]) -> frozenset[str]:
+    """The canonical GPU models that tasks with a ``gpu_spec`` name (any alternative)."""
+    specs = {t.gpu_spec for t in tasks if t.gpu_spec}
+    return frozenset(m for spec in specs for m in (gpu_constraint(spec)[0] or "").split("|") if m)
 
 
 def ordered(tasks: Sequence[SimTask], seed: int, capacity_milli: int, arrival: float,
