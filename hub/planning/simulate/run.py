@@ -13,16 +13,11 @@ from typing import Any
 
 from fuyao.errors import InvalidInput
 from fuyao.fragmentation import DEFAULT_MIX, STARVED_WEIGHT, ShapeMix
+from fuyao.labels import GPU_MODEL
 from hub.planning.simulate.engine import Federation, Outcome, Progress, replay
 from hub.planning.simulate.fleet import SimCluster
 from hub.planning.simulate.policies import SimPolicy
-from hub.planning.simulate.workload import (
-    FGD_TUNE,
-    SimTask,
-    arrival_order,
-    gpu_constraint,
-    timed_order,
-)
+from hub.planning.simulate.workload import FGD_TUNE, SimTask, arrival_order, timed_order
 
 MAX_ARRIVAL = 10.0
 
@@ -30,7 +25,7 @@ MAX_ARRIVAL = 10.0
 def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
     """The expected task shapes: the workload's own GPU tasks (or a default mix);
     ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``); the
-    models the trace's constrained tasks name (``gpu_spec``) are spared the starved term."""
+    models that model-constrained tasks name are spared the starved term."""
     if any(t.requests.gpu_milli for t in tasks):
         return ShapeMix.from_requests((t.requests for t in tasks), starved_weight,
                                       constrained_models(tasks))
@@ -40,9 +35,11 @@ def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGH
 
 
 def constrained_models(tasks: Sequence[SimTask]) -> frozenset[str]:
-    """The canonical GPU models that tasks with a ``gpu_spec`` name (any alternative)."""
-    specs = {t.gpu_spec for t in tasks if t.gpu_spec}
-    return frozenset(m for spec in specs for m in (gpu_constraint(spec)[0] or "").split("|") if m)
+    """The GPU models tasks name in their selector (``gpu-model = X`` or ``in (X, Y)``: a
+    trace's ``gpu_spec``, a task file's ``gpu_model``), every alternative counted; a range
+    (``gpu-model >= A100``) names none."""
+    return frozenset(value for t in tasks for r in t.selector.requirements
+                     if r.key == GPU_MODEL and r.op in ("=", "in") for value in r.values)
 
 
 def ordered(tasks: Sequence[SimTask], seed: int, capacity_milli: int, arrival: float,
