@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fuyao.fragmentation import DEFAULT_MIX
 from fuyao.inventory import NodeInfo
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskRequests
@@ -93,3 +94,14 @@ def test_the_workload_mix_spares_every_model_a_constrained_task_names() -> None:
     assert mix.starved_weight_on({"T4"}) == 0.0
     assert mix.starved_weight_on({"G2"}) == 0.5
     assert workload_mix(tasks(), starved_weight=0.5).spared_models == frozenset()
+
+
+def test_simulations_use_the_starved_term_and_a_live_member_the_papers_gradient(
+        nodes: list[NodeInfo]) -> None:
+    assert workload_mix(tasks()).starved_weight == 0.5
+    report = run([SimCluster("pool", tuple(nodes))], "fgd")
+    assert report["starved_weight"] == 0.5
+    assert DEFAULT_MIX.starved_weight == 0.0          # no workload, no constrained models known
+    cpu_only = [SimTask("cpu", TaskRequests(1000, 1024, 0, 0, 1), parse_selector(""))]
+    assert workload_mix(cpu_only).shapes == DEFAULT_MIX.shapes
+    assert workload_mix(cpu_only).starved_weight == 0.5

@@ -23,15 +23,13 @@ MAX_ARRIVAL = 10.0
 
 
 def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
-    """The expected task shapes: the workload's own GPU tasks (or a default mix);
+    """The expected task shapes: the workload's own GPU tasks (or ``DEFAULT_MIX``'s shapes);
     ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``); the
     models that model-constrained tasks name are spared the starved term."""
+    spared = constrained_models(tasks)
     if any(t.requests.gpu_milli for t in tasks):
-        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight,
-                                      constrained_models(tasks))
-    if starved_weight != DEFAULT_MIX.starved_weight:
-        return ShapeMix(DEFAULT_MIX.shapes, starved_weight)
-    return DEFAULT_MIX
+        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight, spared)
+    return ShapeMix(DEFAULT_MIX.shapes, starved_weight, spared)
 
 
 def constrained_models(tasks: Sequence[SimTask]) -> frozenset[str]:
