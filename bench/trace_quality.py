@@ -384,9 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         default=["round-robin"], help="round-robin, contiguous and/or by-model")
     parser.add_argument("--until", type=int, default=100, help="arrived workload %% to stop at")
     parser.add_argument("--starved-weight", type=float, default=STARVED_WEIGHT,
-                        help="fgd: weight of the free cards a node's cpu cannot feed "
-                             f"(default {STARVED_WEIGHT:g}, the FGD paper's gradient; "
-                             "0.5 measured best)")
+                        help="fgd: weight of the free cards a node's cpu cannot feed, "
+                             "spared on models constrained tasks name "
+                             f"(default {STARVED_WEIGHT:g}, measured best; 0: the FGD paper's)")
     parser.add_argument("--plot", help="write allocation vs arrival (mean curves) to FILE.png")
     parser.add_argument("--quick", action="store_true",
                         help=f"CI size: the first {QUICK_NODES} nodes; seed 42, K=1,4 unless given")

@@ -10,8 +10,13 @@ FGD places each task where that sum grows least (the fragmentation *gradient*).
 One addition to the paper's measure, in the gradient only (``ShapeMix.cost``; ``fragment``
 stays the paper's): a whole-card shape can use only as many wholly free cards as the node's
 free cpu can feed replicas of it (``cpu / shape cpu x cards``, fractional), and the cards
-beyond that count as fragmented with weight ``starved_weight`` (0 by default, the paper's
-FGD; 0.5 is the measured best, selected with ``trace_quality.py --starved-weight 0.5``).
+beyond that count as fragmented with weight ``starved_weight`` (0.5, the measured best, by
+default; 0 is the paper's FGD: ``trace_quality.py --starved-weight 0``). Nodes of the GPU
+models that model-constrained tasks name (``spared_models``) are judged without the term:
+it would push work onto the cpu-rich cards those tasks need, or away from the cards they
+compete for (on the model-constrained ``gpuspec10`` list it drained V100, P100 and G3 nodes
+and lost 0.3 points). A live member's ``DEFAULT_MIX`` keeps the paper's gradient: it knows
+neither the workload's shapes nor which models constrained tasks need.
 The paper sees cpu only once it falls below one replica's need, so it let
 cpu-heavy tasks drain the cpu of nodes whose cpu per card just matches the whole-card tasks
 (the trace's 8-card G2 nodes: 12 cores a card, one-card tasks 11.4) while cpu-rich nodes
@@ -44,11 +49,11 @@ from fuyao.spec import TaskRequests
 
 WHOLE = 1000
 _MEMO_LIMIT = 200_000
-STARVED_WEIGHT = 0.0
+STARVED_WEIGHT = 0.5
 MAX_STARVED_WEIGHT = 10.0   # a whole starved card weighs at most this many fragmented ones
-"""How much a wholly free card the node's cpu cannot feed counts as fragmented (see above).
-0 (the paper's gradient) by default: 0.5 wins on the openb default, gpushare40, multigpu20,
-cpu050 and a generated sharing mix but lost 0.3 points on gpuspec10 (model-constrained)."""
+"""How much a wholly free card the node's cpu cannot feed counts as fragmented (see above):
+0.5 wins or ties on every openb list and the generated sharing mixes once the models
+constrained tasks name are spared (docs/benchmarks.md); 0 is the paper's gradient."""
 
 FreeState = tuple[int, int, tuple[int, ...]]   # free cpu milli, memory rank, sorted free shares
 
@@ -79,11 +84,13 @@ class ShapeMix:
     constant that never changes which node is best.
     """
 
-    def __init__(self, shapes: Iterable[Shape], starved_weight: float = STARVED_WEIGHT) -> None:
+    def __init__(self, shapes: Iterable[Shape], starved_weight: float = STARVED_WEIGHT,
+                 spared_models: Iterable[str] = ()) -> None:
         if not 0 <= starved_weight <= MAX_STARVED_WEIGHT:    # NaN fails both comparisons
             raise InvalidInput(f"task shape mix: starved weight {starved_weight} must be "
                                f"from 0 to {MAX_STARVED_WEIGHT}")
         self.starved_weight = starved_weight
+        self.spared_models = frozenset(spared_models)
         kept = [s for s in shapes if s.weight > 0]
         total = sum(s.weight for s in kept)
         if not kept or total <= 0:
@@ -101,7 +108,8 @@ class ShapeMix:
 
     @classmethod
     def from_requests(cls, requests: Iterable[TaskRequests],
-                      starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
+                      starved_weight: float = STARVED_WEIGHT,
+                      spared_models: Iterable[str] = ()) -> ShapeMix:
         """The mix of a workload: GPU tasks grouped by (cards, share), each group with the
         median cpu and memory of its tasks (what FGD calls typical pods) and weighted by the
         GPU its tasks ask for in all (FGD weighs by task count; weighing by GPU demand kept
@@ -114,7 +122,7 @@ class ShapeMix:
         return cls((Shape(int(statistics.median(r.cpu_milli for r in rs)),
                           int(statistics.median(r.memory_mib for r in rs)), milli, cards,
                           float(len(rs) * milli * cards))
-                    for (cards, milli), rs in groups.items()), starved_weight)
+                    for (cards, milli), rs in groups.items()), starved_weight, spared_models)
 
     def describe(self) -> list[dict[str, float | int]]:
         """The shapes as plain data (for JSON reports)."""
@@ -127,17 +135,27 @@ class ShapeMix:
         """Expected free milli-GPU of a node that the mix's tasks cannot use (the paper's)."""
         return self._measure(self._state(cpu_milli, memory_mib, frees))[0]
 
-    def cost(self, cpu_milli: int, memory_mib: int, frees: Sequence[int]) -> float:
-        """What the gradient minimizes: ``fragment`` plus ``starved_weight`` x the expected
-        wholly free milli-GPU the node's cpu cannot feed (see the module doc)."""
-        return self._cost(self._state(cpu_milli, memory_mib, frees))
+    def cost(self, cpu_milli: int, memory_mib: int, frees: Sequence[int],
+             models: Iterable[str] = ()) -> float:
+        """What the gradient minimizes: ``fragment`` plus ``starved_weight_on(models)`` x the
+        expected wholly free milli-GPU the node's cpu cannot feed (see the module doc);
+        ``models``: the device models of the node."""
+        return self._cost(self._state(cpu_milli, memory_mib, frees), self.starved_weight_on(models))
+
+    def starved_weight_on(self, models: Iterable[str]) -> float:
+        """The starved weight on a node of these device models: 0 if any is a spared model
+        (one that model-constrained tasks name: the term must not push work onto or away
+        from the cards those tasks can use), ``starved_weight`` otherwise."""
+        if self.spared_models and not self.spared_models.isdisjoint(models):
+            return 0.0
+        return self.starved_weight
 
     def _state(self, cpu_milli: int, memory_mib: int, frees: Sequence[int]) -> FreeState:
         return (cpu_milli, bisect_right(self._mems, memory_mib), tuple(sorted(frees)))
 
-    def _cost(self, state: FreeState) -> float:
+    def _cost(self, state: FreeState, weight: float) -> float:
         fragmented, starved = self._measure(state)
-        return fragmented + self.starved_weight * starved
+        return fragmented + weight * starved
 
     def _measure(self, state: FreeState) -> tuple[float, float]:
         """(fragmented, starved) expected milli-GPU of one node state."""
@@ -165,17 +183,19 @@ class ShapeMix:
 
     def best(
         self, cpu_milli: int, memory_mib: int, frees: Sequence[int], eligible: Sequence[bool],
-        req_cpu: int, req_memory: int, req_gpu_milli: int,
+        req_cpu: int, req_memory: int, req_gpu_milli: int, models: Iterable[str] = (),
     ) -> tuple[float, tuple[int, ...]] | None:
         """The least growth of ``cost`` from placing one replica on this node, and the device
         indices it takes (``eligible[i]``: device ``i`` may be used); None if it does not fit.
 
         ``frees`` are the node's free shares of every device (all count for fragmentation);
         a share goes on the eligible card whose choice fragments least, ties to the first.
+        ``models``: the node's device models (see ``starved_weight_on``).
         """
         if req_cpu > cpu_milli or req_memory > memory_mib or not req_gpu_milli:
             return None
-        before = self.cost(cpu_milli, memory_mib, frees)
+        weight = self.starved_weight_on(models)
+        before = self._cost(self._state(cpu_milli, memory_mib, frees), weight)
         cpu_left = cpu_milli - req_cpu
         mem_rank = bisect_right(self._mems, memory_mib - req_memory)
         if req_gpu_milli >= WHOLE:
@@ -184,7 +204,7 @@ class ShapeMix:
             if len(taken) < wanted:
                 return None
             after = [0 if i in taken else f for i, f in enumerate(frees)]
-            return self._cost((cpu_left, mem_rank, tuple(sorted(after)))) - before, taken
+            return self._cost((cpu_left, mem_rank, tuple(sorted(after))), weight) - before, taken
         best: tuple[float, tuple[int, ...]] | None = None
         tried: set[int] = set()
         for i, free in enumerate(frees):
@@ -193,7 +213,7 @@ class ShapeMix:
             tried.add(free)
             after = list(frees)
             after[i] = free - req_gpu_milli
-            delta = self._cost((cpu_left, mem_rank, tuple(sorted(after)))) - before
+            delta = self._cost((cpu_left, mem_rank, tuple(sorted(after))), weight) - before
             if best is None or delta < best[0]:
                 best = (delta, (i,))
         return best
@@ -211,6 +231,7 @@ DEFAULT_MIX = ShapeMix([
     Shape(4000, 16384, 250, 1, 1.0), Shape(6000, 24576, 500, 1, 2.0),
     Shape(8000, 32768, WHOLE, 1, 4.0), Shape(16000, 65536, WHOLE, 2, 1.0),
     Shape(32000, 131072, WHOLE, 4, 0.5), Shape(64000, 262144, WHOLE, 8, 0.5),
-])
+], starved_weight=0.0)
 """The mix assumed when none is given (a live member before it knows its workload): shares
-of a quarter and a half card, one card most often, and 2/4/8-card jobs."""
+of a quarter and a half card, one card most often, and 2/4/8-card jobs; the paper's
+gradient (the starved term needs the models constrained tasks name, unknown here)."""

@@ -310,14 +310,15 @@ class LocalScheduler:
         """FGD: how much the node's fragmentation grows, and the devices that grow it least."""
         free = node.free
         frees = [d.free_milli for d in node.devices]
+        models = {d.model for d in node.devices}
         if not req.gpu_milli:
-            before = self.mix.cost(free.cpu_milli, free.memory_mib, frees)
+            before = self.mix.cost(free.cpu_milli, free.memory_mib, frees, models)
             after = self.mix.cost(free.cpu_milli - req.cpu_milli,
-                                  free.memory_mib - req.memory_mib, frees)
+                                  free.memory_mib - req.memory_mib, frees, models)
             return after - before, devices
         eligible = [d.memory_mib >= req.gpu_memory_mib for d in node.devices]
         found = self.mix.best(free.cpu_milli, free.memory_mib, frees, eligible,
-                              req.cpu_milli, req.memory_mib, req.gpu_milli)
+                              req.cpu_milli, req.memory_mib, req.gpu_milli, models)
         if found is None:   # the filter's devices fit; keep them (cannot happen in practice)
             return 0.0, devices
         delta, taken = found

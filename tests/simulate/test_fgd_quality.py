@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fuyao.fragmentation import DEFAULT_MIX
 from fuyao.inventory import NodeInfo
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskRequests
@@ -80,3 +81,27 @@ def test_fgd_keeps_the_headroom_reserve_on_the_model_it_would_have_chosen(
         assert report["tasks_placed"] == 3, name                  # the fourth: the reserve
         assert report["clusters"]["c"]["gpus"] == 5
         assert report["gpu_allocated_final_pct"] == 60.0, name    # three of five cards
+
+
+def test_the_workload_mix_spares_every_model_a_constrained_task_names() -> None:
+    def task(name: str, selector: str) -> SimTask:
+        return SimTask(name, TaskRequests(8000, 1024, 1000, 0, 1), parse_selector(selector))
+
+    work = [*tasks(), task("v100", "gpu-model = V100, gpu-memory in (16Gi, 32Gi)"),
+            task("p100-or-t4", "gpu-model in (P100, T4)"), task("newer", "gpu-model >= A100")]
+    mix = workload_mix(work, starved_weight=0.5)
+    assert mix.spared_models == {"V100", "P100", "T4"}      # a range names no model
+    assert mix.starved_weight_on({"T4"}) == 0.0
+    assert mix.starved_weight_on({"G2"}) == 0.5
+    assert workload_mix(tasks(), starved_weight=0.5).spared_models == frozenset()
+
+
+def test_simulations_use_the_starved_term_and_a_live_member_the_papers_gradient(
+        nodes: list[NodeInfo]) -> None:
+    assert workload_mix(tasks()).starved_weight == 0.5
+    report = run([SimCluster("pool", tuple(nodes))], "fgd")
+    assert report["starved_weight"] == 0.5
+    assert DEFAULT_MIX.starved_weight == 0.0          # no workload, no constrained models known
+    cpu_only = [SimTask("cpu", TaskRequests(1000, 1024, 0, 0, 1), parse_selector(""))]
+    assert workload_mix(cpu_only).shapes == DEFAULT_MIX.shapes
+    assert workload_mix(cpu_only).starved_weight == 0.5

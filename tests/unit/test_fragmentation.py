@@ -142,3 +142,57 @@ def test_gradient_sends_a_cpu_heavy_card_task_where_cpu_is_plentiful() -> None:
 def test_starved_weight_must_be_a_bounded_number(weight: float) -> None:
     with pytest.raises(InvalidInput, match="starved weight"):
         ShapeMix([Shape(1000, 1024, 500)], starved_weight=weight)
+
+
+# -- the starved term and model-constrained tasks ------------------------------------------
+
+CPU_HUNGRY = [Shape(5000, 1024, 1000), Shape(2000, 1024, 500)]
+
+
+@pytest.mark.parametrize(("spared", "models", "want"), [
+    ((), {"T4"}, 0.5),                  # nothing spared: the term everywhere
+    ({"T4"}, {"G2"}, 0.5),              # a model no constrained task names keeps it
+    ({"T4"}, {"T4"}, 0.0),              # a named model is spared
+    ({"T4"}, {"G2", "T4"}, 0.0),        # a node with any named model is spared
+    ({"T4"}, set(), 0.5),               # a node without GPUs (or models unknown)
+], ids=["none-spared", "other-model", "named", "mixed-node", "no-models"])
+def test_starved_weight_is_off_on_models_constrained_tasks_name(
+        spared: set[str], models: set[str], want: float) -> None:
+    assert ShapeMix(CPU_HUNGRY, 0.5, spared).starved_weight_on(models) == want
+
+
+def test_a_spared_model_is_judged_by_the_papers_gradient() -> None:
+    # 20 cores for 4 cards of 5-core tasks: a 12-core task starves 2.4 cards (see above)
+    mix = ShapeMix(CPU_HUNGRY, 0.5, {"T4"})
+    paper = ShapeMix(CPU_HUNGRY, 0.0)
+    args = (20000, 1 << 20, (1000,) * 4, (True,) * 4, 12000, 1024, 1000)
+    assert mix.best(*args, models={"T4"}) == paper.best(*args)
+    on_g2 = mix.best(*args, models={"G2"})
+    paper_best = paper.best(*args)
+    assert on_g2 is not None and paper_best is not None
+    assert on_g2[0] > paper_best[0]      # the term still counts on an unnamed model
+
+
+node_states = st.tuples(st.integers(0, 64000), st.integers(0, 1 << 18),
+                        st.lists(st.sampled_from([0, 200, 500, 800, 1000]), max_size=8))
+requests = st.tuples(st.integers(0, 16000), st.integers(0, 1 << 16),
+                     st.sampled_from([250, 500, 1000, 2000, 4000]))
+weights = st.sampled_from([0.0, 0.25, 0.5, 1.0, 10.0])
+model_sets = st.sets(st.sampled_from(["G2", "T4", "V100"]), max_size=2)
+
+
+@given(node_states, requests, weights, model_sets, model_sets)
+def test_the_term_is_never_negative_and_spares_exactly_the_named_models(
+        state: tuple[int, int, list[int]], req: tuple[int, int, int], weight: float,
+        spared: set[str], models: set[str]) -> None:
+    cpu, memory, frees = state
+    mix = ShapeMix(CPU_HUNGRY, weight, spared)
+    unspared = ShapeMix(CPU_HUNGRY, weight)
+    paper = ShapeMix(CPU_HUNGRY, 0.0)
+    assert mix.cost(cpu, memory, frees, models) >= mix.fragment(cpu, memory, frees)
+    assert paper.cost(cpu, memory, frees, models) == paper.fragment(cpu, memory, frees)
+    same = paper if spared & models else unspared    # named: the paper's; else unchanged
+    assert mix.cost(cpu, memory, frees, models) == same.cost(cpu, memory, frees)
+    eligible = [True] * len(frees)
+    assert mix.best(cpu, memory, frees, eligible, *req, models) == \
+        same.best(cpu, memory, frees, eligible, *req)

@@ -175,7 +175,8 @@ class Fragmentation:
                 frees.append(free)
                 eligible.append(device_memory >= gpu_memory)
                 models.append(model)
-        found = self.mix.best(node.cpu, node.mem, frees, eligible, cpu, memory, gpu_milli)
+        found = self.mix.best(node.cpu, node.mem, frees, eligible, cpu, memory, gpu_milli,
+                              models)
         answer = None if found is None else (
             found[0], -gpu_used_after(frees, r),
             models[found[1][0]])

@@ -13,6 +13,7 @@ from typing import Any
 
 from fuyao.errors import InvalidInput
 from fuyao.fragmentation import DEFAULT_MIX, STARVED_WEIGHT, ShapeMix
+from fuyao.labels import GPU_MODEL
 from hub.planning.simulate.engine import Federation, Outcome, Progress, replay
 from hub.planning.simulate.fleet import SimCluster
 from hub.planning.simulate.policies import SimPolicy
@@ -22,13 +23,21 @@ MAX_ARRIVAL = 10.0
 
 
 def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
-    """The expected task shapes: the workload's own GPU tasks (or a default mix);
-    ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``)."""
+    """The expected task shapes: the workload's own GPU tasks (or ``DEFAULT_MIX``'s shapes);
+    ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``); the
+    models that model-constrained tasks name are spared the starved term."""
+    spared = constrained_models(tasks)
     if any(t.requests.gpu_milli for t in tasks):
-        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight)
-    if starved_weight != DEFAULT_MIX.starved_weight:
-        return ShapeMix(DEFAULT_MIX.shapes, starved_weight)
-    return DEFAULT_MIX
+        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight, spared)
+    return ShapeMix(DEFAULT_MIX.shapes, starved_weight, spared)
+
+
+def constrained_models(tasks: Sequence[SimTask]) -> frozenset[str]:
+    """The GPU models tasks name in their selector (``gpu-model = X`` or ``in (X, Y)``: a
+    trace's ``gpu_spec``, a task file's ``gpu_model``), every alternative counted; a range
+    (``gpu-model >= A100``) names none."""
+    return frozenset(value for t in tasks for r in t.selector.requirements
+                     if r.key == GPU_MODEL and r.op in ("=", "in") for value in r.values)
 
 
 def ordered(tasks: Sequence[SimTask], seed: int, capacity_milli: int, arrival: float,
