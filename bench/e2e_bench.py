@@ -401,6 +401,26 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+BOUNDS: dict[str, tuple[float, float]] = {
+    "clusters": (1, 1000), "nodes": (1, 100_000), "tasks": (1, 1_000_000),
+    "batch": (1, 10_000),      # the REST batch limit (fuyao.spec.TaskBatch)
+    "submitters": (1, 256), "sample": (1, 1_000_000),
+    "echo": (1, 10_000_000), "burst_duration": (0, 86_400), "rate": (0, 1_000_000),
+    "half_seconds": (0, 3_600), "half_duration": (0, 86_400), "timeout": (1, 86_400),
+    "ready_timeout": (0, 86_400),
+}
+"""Each numeric flag's allowed range (``rate`` and ``ready_timeout``: 0 means the default)."""
+
+
+def _out_of_bounds(args: argparse.Namespace) -> str | None:
+    """The first numeric flag outside ``BOUNDS`` (NaN included), as an error, or None."""
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(args, name)
+        if not low <= value <= high:     # also false for NaN
+            return f"--{name.replace('_', '-')} must be from {low:g} to {high:g}, not {value}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -436,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None,
                         help="also write the JSON here and the markdown beside it (.md)")
     args = parser.parse_args(argv)
+    if problem := _out_of_bounds(args):
+        parser.error(problem)
     if args.quick:
         args.nodes, args.tasks, args.batch, args.sample, args.echo = 5, 200, 100, 50, 2000
         args.burst_duration, args.half_seconds, args.half_duration = 5, 1, 0.5

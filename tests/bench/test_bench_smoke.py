@@ -99,3 +99,13 @@ def test_gate_bench_relays_through_both_modes_and_compares_them() -> None:
         assert result[mode]["busy_pings_per_s"] > 0
     if "splice" in result:
         assert set(result["splice_vs_asyncio"]) == set(result["asyncio"])
+
+
+@pytest.mark.parametrize("flag", [("--ready-timeout", "-1"), ("--clusters", "0"),
+                                  ("--rate", "nan"), ("--batch", "100000")])
+def test_e2e_bench_refuses_out_of_range_flags_before_starting_anything(
+        flag: tuple[str, str]) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "e2e_bench.py"), *flag],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert f"{flag[0]} must be from" in done.stderr
