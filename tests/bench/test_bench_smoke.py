@@ -79,3 +79,15 @@ def test_trace_quality_bench_reports_federation_against_the_fgd_single_pool() ->
     for run in result["runs"]:
         assert 0 < run["alloc_pct"]["50"] <= run["alloc_pct"]["100"] <= 100
         assert run["member_unfit"] == 0 and run["member_chose_other_model"] == 0
+
+
+def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_went() -> None:
+    result = run_bench("cycle_bench.py")
+    assert result["scenario"] == "failover"
+    [run] = result["runs"]
+    assert run["placed"] == run["tasks"] == run["active_after"] == 200
+    assert run["slices"] >= 1 and run["cpu_s"] > 0 and run["loop_cpu_ms_per_task"] > 0
+    profile = result["profile"]
+    assert {"engine", "queueing", "staging"} <= set(profile["parts"])
+    assert 0.99 <= sum(profile["parts"].values()) <= 1.01
+    assert profile["pieces"]["schedule"] > 0 and profile["pieces"]["stage"] > 0
