@@ -15,7 +15,7 @@ from typing import Any
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.labels import GPU_MODEL, NPU_MODEL
 from fuyao.selector import Selector, parse_selector
-from fuyao.spec import TaskSpec, TaskState
+from fuyao.spec import TaskRequests, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.catalogs import member_names
 from hub.placement.framework import PlacementRequest
@@ -79,12 +79,19 @@ class ActiveTask:
 
     def request(self) -> PlacementRequest:
         """What the scheduler is asked for this task (built once, flags applied per attempt)."""
-        if self._request is None:
-            self._request = placement_request(self.id, self.spec, self.priority)
-        base = self._request
+        base = self._base()
         if base.failover == self.failover and base.exclude == frozenset(self.avoid):
             return base
         self._request = replace(base, failover=self.failover, exclude=frozenset(self.avoid))
+        return self._request
+
+    def requests(self) -> TaskRequests:
+        """The spec's resource requests, parsed once (the scheduler's request carries them)."""
+        return self._base().requests
+
+    def _base(self) -> PlacementRequest:
+        if self._request is None:
+            self._request = placement_request(self.id, self.spec, self.priority)
         return self._request
 
     def to_record(self) -> TaskRecord:
