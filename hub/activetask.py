@@ -15,7 +15,7 @@ from typing import Any
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.labels import GPU_MODEL, NPU_MODEL
 from fuyao.selector import Selector, parse_selector
-from fuyao.spec import TaskSpec, TaskState
+from fuyao.spec import TaskRequests, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.catalogs import member_names
 from hub.placement.framework import PlacementRequest
@@ -79,12 +79,19 @@ class ActiveTask:
 
     def request(self) -> PlacementRequest:
         """What the scheduler is asked for this task (built once, flags applied per attempt)."""
-        if self._request is None:
-            self._request = placement_request(self.id, self.spec, self.priority)
-        base = self._request
+        base = self._base()
         if base.failover == self.failover and base.exclude == frozenset(self.avoid):
             return base
-        self._request = replace(base, failover=self.failover, exclude=frozenset(self.avoid))
+        self._request = flagged(base, self.failover, frozenset(self.avoid))
+        return self._request
+
+    def requests(self) -> TaskRequests:
+        """The spec's resource requests, parsed once (the scheduler's request carries them)."""
+        return self._base().requests
+
+    def _base(self) -> PlacementRequest:
+        if self._request is None:
+            self._request = placement_request(self.id, self.spec, self.priority)
         return self._request
 
     def to_record(self) -> TaskRecord:
@@ -97,6 +104,21 @@ class ActiveTask:
             reasons=dict(self.reasons), scores=list(self.scores), owner=self.owner,
             parent=self.parent,
         )
+
+
+CACHED_KEYS = ("selector_key", "cluster_key")   # PlacementRequest's cached texts
+
+
+def flagged(base: PlacementRequest, failover: bool,
+            exclude: frozenset[str]) -> PlacementRequest:
+    """``base`` with other per-attempt flags. The texts it cached of its selectors are
+    carried over (the flags are not part of them): a failed-over task's first attempt
+    does not render its selectors again."""
+    out = replace(base, failover=failover, exclude=exclude)
+    for key in CACHED_KEYS:
+        if key in base.__dict__:
+            out.__dict__[key] = base.__dict__[key]
+    return out
 
 
 def placement_request(task_id: str, spec: TaskSpec, priority: int) -> PlacementRequest:
@@ -135,7 +157,7 @@ def member_selector(selector: str, model: str | None, gpu_milli: int) -> str:
 def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
     """The member-side description of a task's workload; ``model`` is the accelerator model
     of the hub's fit, pinned in the selector (see ``member_selector``)."""
-    req = task.spec.requests()
+    req = task.requests()
     return pb.TaskWorkload(
         image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
         memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,

@@ -3,13 +3,14 @@
 The hub (``hub.core``) builds one and the placement loop (``hub.loops``) asks it, every
 cycle, for the order to try queued tasks in (``begin`` -> ``hub.queueing.cycle.Cycle``),
 then lets it ``finish`` the cycle and ``preempt`` for tasks that fit nowhere. Everything it
-needs per decision is in memory: queue settings (``QueueBook``), each queue's use (summed
-once per cycle from the active tasks: O(active tasks) per cycle, O(log queues) per
-decision), cluster holds for backfill and preemption. The REST router (``hub.api.queues``)
-calls ``create``/``update``/``delete``/``view``/``views``; the hub's task views call
-``hold_for``. The pieces live beside it: ``config`` (knobs), ``book`` (the queues, stored),
-``quota`` (the rules), ``cycle`` (one cycle's order), ``eviction`` and ``preempt``
-(preemption), ``views`` (what users see).
+needs per decision is in memory: queue settings (``QueueBook``), each queue's use (kept by
+``ledger.Ledger``, re-charged once per cycle only for the tasks whose placement changed: a
+compare per active task per cycle, O(log queues) per decision), cluster holds for backfill
+and preemption. The REST router (``hub.api.queues``) calls ``create``/``update``/``delete``/
+``view``/``views``; the hub's task views call ``hold_for``. The pieces live beside it:
+``config`` (knobs), ``book`` (the queues, stored), ``quota`` (the rules), ``ledger`` (the
+use), ``cycle`` (one cycle's order), ``eviction`` and ``preempt`` (preemption), ``views``
+(what users see).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from hub.placement.profile import Profile
 from hub.queueing.book import QueueBook
 from hub.queueing.config import QueueingConfig
 from hub.queueing.cycle import Cycle, Hold, Rank, _Lane
-from hub.queueing.eviction import ADMITTED, Preemption
+from hub.queueing.eviction import Preemption
+from hub.queueing.ledger import Ledger, copy_usage
 from hub.queueing.preempt import Planner
 from hub.queueing.quota import QueueState, Usage, Vector, demand
 from hub.queueing.views import queue_view, task_hold
@@ -51,8 +53,8 @@ class Queueing:
         self.models: dict[str, str | None] = {}      # admitted task -> device model
         self.positions: dict[str, int] = {}
         self.holds: dict[str, str] = {}
-        self.usage = Usage()
-        self._demands: dict[str, Vector] = {}
+        self.usage = Usage()                         # this cycle's (charged as it places)
+        self.ledger = Ledger()                       # the admitted tasks' (between cycles)
         self.planner = Planner(fleet, profile, headroom_priority, self.models)
         self.preemption = Preemption(self)
         self._ever: dict[tuple[str, str], tuple[int, bool]] = {}  # (task, cluster) -> answer
@@ -115,26 +117,20 @@ class Queueing:
         return out
 
     def _usage(self) -> Usage:
-        usage = Usage()
-        demands: dict[str, Vector] = {}
-        for task in self.tasks.active.values():
-            if task.state not in ADMITTED or task.cluster is None:
-                continue    # (a divided task: its parts are charged)
-            need = self._demands.get(task.id)
-            if need is None:
-                need = demand(task.spec.requests(), self._model(task))
-            demands[task.id] = need
-            usage.charge(task.queue, task.cluster, need)
-        self._demands = demands
-        return usage
+        """The admitted tasks' use now (the ledger's own: read it, do not charge it)."""
+        return self.ledger.sync(self.tasks.active, self.need_of)
+
+    def need_of(self, task: ActiveTask) -> Vector:
+        """What an admitted task uses, with the device model it was placed on."""
+        return demand(task.requests(), self._model(task))
 
     def demand_of(self, task_id: str) -> Vector:
         """What an admitted task is charged this cycle (empty if it is not)."""
-        return self._demands.get(task_id, {})
+        return self.ledger.need(task_id)
 
     def uncharge(self, task: ActiveTask, cluster: str) -> None:
         """A task left its cluster (preempted): its queue's use drops at once."""
-        self.usage.charge(task.queue, cluster, self._demands.pop(task.id, {}), -1)
+        self.usage.charge(task.queue, cluster, self.ledger.drop(task.id), -1)
 
     def _model(self, task: ActiveTask) -> str | None:
         """The device model an admitted task uses: as placed, or as its node reports."""
@@ -172,7 +168,7 @@ class Queueing:
                 state = self.book.states.get(task.queue) or QueueState(task.queue)
                 lane = lanes[task.queue] = _Lane(state, [])
             lane.tasks.append(task)
-        self.usage = self._usage()
+        self.usage = copy_usage(self._usage())
         return Cycle(self, lanes, self.usage, self.totals(),
                      [c.name for c in self.fleet.ordered])
 

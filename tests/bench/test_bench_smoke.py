@@ -109,3 +109,15 @@ def test_e2e_bench_refuses_out_of_range_flags_before_starting_anything(
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2, done.stderr
     assert f"{flag[0]} must be from" in done.stderr
+
+
+def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_went() -> None:
+    result = run_bench("cycle_bench.py")
+    assert result["scenario"] == "failover"
+    [run] = result["runs"]
+    assert run["placed"] == run["tasks"] == run["active_after"] == 200
+    assert run["slices"] >= 1 and run["cpu_s"] > 0 and run["loop_cpu_ms_per_task"] > 0
+    profile = result["profile"]
+    assert {"engine", "queueing", "staging"} <= set(profile["parts"])
+    assert 0.99 <= sum(profile["parts"].values()) <= 1.01
+    assert profile["pieces"]["schedule"] > 0 and profile["pieces"]["stage"] > 0

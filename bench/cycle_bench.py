@@ -1,0 +1,273 @@
+"""One hub placement cycle over N queued tasks, in process: CPU per task and where it goes.
+
+Starts a real hub (SQLite in a temporary home, background loops stopped, no agents: the
+fleet is set directly in its view, as ``tests/queueing`` does) with two clusters of
+``--nodes`` cpu nodes each, then, per task count:
+
+- ``failover`` (default): N tasks are placed on ``c0`` by one cycle, ``c0`` is lost (NotReady,
+  its tasks re-queued for failover in one write, as the monitor does) and the cycle that
+  re-places all N on ``c1`` is measured: the hub's side of "a lost member's tasks re-placed".
+- ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md).
+
+Measured: the cycle's wall time, the event-loop thread's CPU (``time.thread_time``) and the
+process's CPU (the SQLite writer thread's commits included), per task; then one more cycle
+with a single new task and N active, and one more (the per-cycle cost that grows with active
+tasks: the first cycle after also charges the N newly admitted tasks to their queue).
+``--profile`` runs the measured cycle again on a fresh hub under cProfile and splits its
+self time by part (engine, staging, queueing, store, other) with the top functions.
+
+A/B against another tree (e.g. main exported to /tmp/x): run this same script with
+``PYTHONPATH=/tmp/x`` (its ``hub`` then shadows the editable install), back to back.
+
+    python bench/cycle_bench.py                       # 1,000 and 10,000 tasks
+    python bench/cycle_bench.py --tasks 10000 --profile 25
+    python bench/cycle_bench.py --quick --json        # CI size, one JSON object
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import json
+import os
+import pstats
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fuyao.inventory import NodeInfo, ResourceAmounts
+from fuyao.spec import ClusterState, TaskSpec, TaskState
+from hub.config import HubConfig, Timings
+from hub.core import Hub
+
+# Where a function's self time is counted (first match of its file path wins).
+PARTS: list[tuple[str, tuple[str, ...]]] = [
+    ("idle", ("select.epoll",)),
+    ("engine", ("hub/placement/", "hub/fleet/")),
+    ("queueing", ("hub/queueing/",)),
+    ("staging", ("hub/taskbook.py", "hub/activetask.py", "fuyao/", "protobuf", "pydantic")),
+    ("store", ("hub/store/", "hub/writer.py", "sqlalchemy", "sqlite")),
+    ("loop", ("hub/loops.py", "asyncio")),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _node(name: str, cpus: int) -> NodeInfo:
+    res = ResourceAmounts(cpu_milli=cpus * 1000, memory_mib=cpus * 4096, pods=1000)
+    return NodeInfo(name=name, labels={"kubernetes.io/arch": "amd64"}, allocatable=res,
+                    free=res)
+
+
+async def _hub(home: Path, nodes: int, cpus: int) -> Hub:
+    """A started hub, loops stopped, clusters c0 and c1 of ``nodes`` nodes each."""
+    timings = Timings(placement_interval=3600.0, monitor_interval=3600.0)
+    hub = Hub(HubConfig(home=home, agent_port=_free_port(), register_port=_free_port(),
+                        agent_tls=False, timings=timings))
+    home.mkdir(parents=True, exist_ok=True)
+    await hub.start()
+    for loop in hub._loops:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+    for cluster in ("c0", "c1"):
+        hub.fleet.upsert_cluster(cluster, labels={}, weight=1, headroom=0.0,
+                                 state=ClusterState.READY)
+        hub.fleet.replace_nodes(cluster, [_node(f"{cluster}-{i}", cpus) for i in range(nodes)])
+    return hub
+
+
+async def _submit(hub: Hub, prefix: str, count: int) -> None:
+    specs = [TaskSpec(name=f"{prefix}-{i}", cpu="500m", memory="1Gi") for i in range(count)]
+    for start in range(0, count, 2000):
+        await hub.tasks.submit(specs[start:start + 2000])
+
+
+async def _prepare(hub: Hub, scenario: str, tasks: int) -> None:
+    """Leave ``tasks`` tasks queued for the measured cycle."""
+    if scenario == "queued":
+        hub.fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.0,
+                                 state=ClusterState.NOT_READY)
+        await _submit(hub, "t", tasks)
+        return
+    hub.fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.0,
+                             state=ClusterState.NOT_READY)
+    await _submit(hub, "t", tasks)
+    assert await hub.placement.cycle() == tasks, "the set-up cycle placed them all"
+    for cluster, state in (("c0", ClusterState.NOT_READY), ("c1", ClusterState.READY)):
+        hub.fleet.upsert_cluster(cluster, labels={}, weight=1, headroom=0.0, state=state)
+    await hub.tasks.requeue_cluster("c0", "c0 lost (bench)")
+
+
+async def _timed(hub: Hub, profiler: cProfile.Profile | None = None) -> dict[str, float]:
+    """Run one placement cycle; its wall time and CPU."""
+    wall, thread, proc = time.perf_counter(), time.thread_time(), time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    placed = await hub.placement.cycle()
+    if profiler is not None:
+        profiler.disable()
+    return {"placed": placed, "wall_s": time.perf_counter() - wall,
+            "loop_cpu_s": time.thread_time() - thread, "cpu_s": time.process_time() - proc,
+            "slices": hub.placement.last_slices}
+
+
+async def _one(args: argparse.Namespace, tasks: int,
+               profiler: cProfile.Profile | None = None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp:
+        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus)
+        try:
+            await _prepare(hub, args.scenario, tasks)
+            queued = len(hub.tasks.queued())
+            cycle = await _timed(hub, profiler)
+            assert cycle["placed"] == queued == tasks, (cycle, queued)
+            running = sum(t.state == TaskState.PLACED for t in hub.tasks.active.values())
+            after = []
+            for name in ("next", "later"):   # the first sees N newly admitted, then none
+                await _submit(hub, name, 1)
+                after.append(await _timed(hub))
+        finally:
+            await hub.stop()
+    per = 1e3 / tasks
+    return {"tasks": tasks, "placed": int(cycle["placed"]), "active_after": running,
+            "slices": int(cycle["slices"]), "wall_s": round(cycle["wall_s"], 3),
+            "loop_cpu_s": round(cycle["loop_cpu_s"], 3), "cpu_s": round(cycle["cpu_s"], 3),
+            "loop_cpu_ms_per_task": round(cycle["loop_cpu_s"] * per, 4),
+            "cpu_ms_per_task": round(cycle["cpu_s"] * per, 4),
+            "next_cycle_loop_cpu_ms": round(after[0]["loop_cpu_s"] * 1e3, 2),
+            "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2)}
+
+
+def _part(filename: str, func: str) -> str:
+    path = f"{filename.replace(os.sep, '/')}:{func}"
+    for part, needles in PARTS:
+        if any(n in path for n in needles):
+            return part
+    return "other"
+
+
+def breakdown(stats: pstats.Stats, top: int) -> dict[str, Any]:
+    """Self time per part (fractions of the profiled total) and the top functions."""
+    raw: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
+    parts: dict[str, float] = {}
+    rows: list[tuple[float, float, str]] = []
+    for (filename, line, func), (_, _, self_s, cum_s, _) in raw.items():
+        part = _part(filename, func)
+        parts[part] = parts.get(part, 0.0) + self_s
+        short = "/".join(filename.replace(os.sep, "/").split("/")[-2:])
+        rows.append((self_s, cum_s, f"{short}:{line}({func})"))
+    total = sum(parts.values()) or 1.0
+    rows.sort(reverse=True)
+    return {"profiled_s": round(total, 3),
+            "parts": {k: round(v / total, 3) for k, v in sorted(parts.items(),
+                                                                 key=lambda kv: -kv[1])},
+            "top_self": [{"func": f, "self_s": round(s, 4), "cum_s": round(c, 4)}
+                         for s, c, f in rows[:top]]}
+
+
+def cumulative(stats: pstats.Stats, names: dict[str, str]) -> dict[str, float]:
+    """Cumulative time of named functions (``label -> "file_suffix:func"``) as fractions."""
+    raw: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in raw.values()) or 1.0
+    out: dict[str, float] = {}
+    for label, wanted in names.items():
+        suffix, func = wanted.rsplit(":", 1)
+        cum = sum(v[3] for (f, _, fn), v in raw.items()
+                  if fn == func and f.replace(os.sep, "/").endswith(suffix))
+        out[label] = round(cum / total, 3)
+    return out
+
+
+# The pieces of the cycle the brief names, by cumulative time.
+PIECES = {
+    "schedule": "hub/placement/memshare.py:schedule",
+    "reserve": "hub/placement/scheduler.py:reserve",
+    "stage": "hub/taskbook.py:stage",
+    "score_records": "hub/activetask.py:score_records",
+    "workload_of": "hub/activetask.py:workload_of",
+    "cycle.request": "hub/queueing/cycle.py:request",
+    "cycle.placed": "hub/queueing/cycle.py:placed",
+    "begin": "hub/queueing/queueing.py:begin",
+}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every task count, then the profile if asked."""
+    out: dict[str, Any] = {"scenario": args.scenario, "nodes_per_cluster": args.nodes,
+                           "load": os.getloadavg()[0], "python": sys.version.split()[0],
+                           "runs": []}
+    for tasks in args.tasks:
+        for _ in range(args.repeat):
+            out["runs"].append(asyncio.run(_one(args, tasks)))
+    if args.profile:
+        profiler = cProfile.Profile()
+        asyncio.run(_one(args, args.tasks[-1], profiler))
+        stats = pstats.Stats(profiler)
+        out["profile"] = {"tasks": args.tasks[-1], **breakdown(stats, args.profile),
+                          "pieces": cumulative(stats, PIECES)}
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The runs as a table, then the profile."""
+    lines = [f"scenario {result['scenario']}, 2 clusters x {result['nodes_per_cluster']} "
+             f"nodes, load {result['load']:.1f}", "",
+             "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
+             "CPU ms/task | next cycle (1 task) loop CPU ms | a later one |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in result["runs"]:
+        lines.append(f"| {r['tasks']} | {r['slices']} | {r['wall_s']} | {r['loop_cpu_s']} | "
+                     f"{r['cpu_s']} | {r['loop_cpu_ms_per_task']} | {r['cpu_ms_per_task']} | "
+                     f"{r['next_cycle_loop_cpu_ms']} | {r['later_cycle_loop_cpu_ms']} |")
+    prof = result.get("profile")
+    if prof:
+        lines += ["", f"profile of {prof['tasks']} tasks ({prof['profiled_s']} s self time):",
+                  "parts: " + ", ".join(f"{k} {v:.0%}" for k, v in prof["parts"].items()),
+                  "pieces (cumulative): " + ", ".join(f"{k} {v:.0%}"
+                                                      for k, v in prof["pieces"].items()), ""]
+        lines += [f"  {row['self_s']:8.4f} {row['cum_s']:8.4f}  {row['func']}"
+                  for row in prof["top_self"]]
+    return "\n".join(lines)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tasks", type=int, action="append",
+                   help="queued tasks in the measured cycle (repeatable; 1,000 and 10,000)")
+    p.add_argument("--scenario", choices=("failover", "queued"), default="failover")
+    p.add_argument("--nodes", type=int, default=200, help="nodes per cluster")
+    p.add_argument("--cpus", type=int, default=64, help="cpus per node (tasks ask 0.5)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per task count")
+    p.add_argument("--profile", type=int, default=0, metavar="TOP",
+                   help="profile the last task count once more, show TOP functions")
+    p.add_argument("--quick", action="store_true", help="CI size: 200 tasks, 20 nodes")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tasks, args.nodes, args.profile = args.tasks or [200], 20, args.profile or 5
+    args.tasks = args.tasks or [1000, 10000]
+    return args
+
+
+def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> int:
+    """Run and print (markdown, or JSON with ``--json``)."""
+    args = parse(argv)
+    result = run(args)
+    emit(json.dumps(result, indent=2) if args.json else markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
