@@ -7,15 +7,16 @@ that answer stands. Whenever it says so, a fresh search must give the same nodes
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fuyao.inventory import NodeInfo
-from fuyao.selector import parse_selector
-from fuyao.spec import ClusterState
-from hub.fleet import FleetView, certify, find_fit, still_found
+from fuyao.selector import Selector, parse_selector
+from fuyao.spec import ClusterState, TaskRequests
+from hub.fleet import Certificate, ClusterInfo, Fit, FleetView, Miss, certify, find_fit, still_found
 
 from .builders import node, requests
 
@@ -42,6 +43,47 @@ def make(index: int, spec: dict[str, Any]) -> NodeInfo:
                 unschedulable=spec["unschedulable"])
 
 
+@dataclass
+class Certified:
+    """A one-cluster fleet, a request, the search's answer and its certificate."""
+
+    fleet: FleetView
+    cluster: ClusterInfo
+    selector: Selector
+    requests: TaskRequests
+    found: Fit | Miss
+    cert: Certificate | None
+    stamp: int
+    layout: int
+
+    @classmethod
+    def of(cls, nodes: list[dict[str, Any]], selector: str, shape: dict[str, int],
+           headroom: float) -> Certified:
+        fleet = FleetView()
+        fleet.upsert_cluster("c", labels={}, weight=1, headroom=headroom,
+                             state=ClusterState.READY)
+        fleet.replace_nodes("c", [make(i, s) for i, s in enumerate(nodes)])
+        cluster = fleet.cluster("c")
+        assert cluster is not None
+        sel, reqs = parse_selector(selector), requests(**shape)
+        found = find_fit(cluster, sel, str(sel), reqs)
+        cert = certify(cluster, sel, str(sel), reqs, found)
+        return cls(fleet, cluster, sel, reqs, found, cert, cluster.version,
+                   cluster.layout_version)
+
+    def check(self) -> None:
+        """Where the certificate can be checked and holds, a new search agrees with it."""
+        changed = self.cluster.nodes_changed_since(self.stamp)
+        if self.cert is None or changed is None or self.cluster.layout_version != self.layout:
+            event("not checked")
+            return
+        key = str(self.selector)
+        holds = still_found(self.cluster, self.selector, key, self.requests, self.cert, changed)
+        event(f"certified, still found: {holds}")
+        if holds:
+            assert find_fit(self.cluster, self.selector, key, self.requests) == self.found
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.lists(specs, min_size=4, max_size=12),
        changes=st.lists(st.tuples(st.integers(0, 11), specs), min_size=1, max_size=3),
@@ -51,26 +93,11 @@ def test_a_certified_fit_that_still_holds_is_what_a_search_finds(
     nodes: list[dict[str, Any]], changes: list[tuple[int, dict[str, Any]]],
     selector: str, shape: dict[str, int], headroom: float,
 ) -> None:
-    fleet = FleetView()
-    fleet.upsert_cluster("c", labels={}, weight=1, headroom=headroom, state=ClusterState.READY)
-    fleet.replace_nodes("c", [make(i, s) for i, s in enumerate(nodes)])
-    cluster = fleet.cluster("c")
-    assert cluster is not None
-    sel, reqs = parse_selector(selector), requests(**shape)
-    key = str(sel)
-    found = find_fit(cluster, sel, key, reqs)
-    cert = certify(cluster, sel, key, reqs, found)
-    stamp, layout = cluster.version, cluster.layout_version
+    case = Certified.of(nodes, selector, shape, headroom)
     for index, spec in changes:
-        fleet.apply_delta("c", [make(index % len(nodes), spec)], [])
-    changed = cluster.nodes_changed_since(stamp)
-    assert changed is not None
-    if cert is None or cluster.layout_version != layout:
-        return
-    holds = still_found(cluster, sel, key, reqs, cert, changed)
-    event(f"certified, still found: {holds}")
-    if holds:
-        assert find_fit(cluster, sel, key, reqs) == found
+        case.fleet.apply_delta("c", [make(index % len(nodes), spec)], [])
+    assert case.cluster.nodes_changed_since(case.stamp) is not None
+    case.check()
 
 
 occupancy = st.tuples(st.integers(0, 11),
@@ -91,26 +118,10 @@ def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
     """Nodes keep their model, cards and labels and only their free shares and cpu move
     (what reservations and agents' reports mostly do): the layout stays, so certificates
     are checked far more often than above, and one that holds names what a search finds."""
-    fleet = FleetView()
-    fleet.upsert_cluster("c", labels={}, weight=1, headroom=headroom, state=ClusterState.READY)
-    fleet.replace_nodes("c", [make(i, s) for i, s in enumerate(nodes)])
-    cluster = fleet.cluster("c")
-    assert cluster is not None
-    sel, reqs = parse_selector(selector), requests(**shape)
-    key = str(sel)
-    found = find_fit(cluster, sel, key, reqs)
-    cert = certify(cluster, sel, key, reqs, found)
-    stamp, layout = cluster.version, cluster.layout_version
+    case = Certified.of(nodes, selector, shape, headroom)
     for index, busy, free_cpu in changes:
         spec = nodes[index % len(nodes)]
-        fleet.apply_delta("c", [make(index % len(nodes),
-                                     {**spec, "busy": busy, "free_cpu": free_cpu})], [])
-    changed = cluster.nodes_changed_since(stamp)
-    if cert is None or changed is None or cluster.layout_version != layout:
-        event("not checked")
-        return
-    holds = still_found(cluster, sel, key, reqs, cert, changed)
-    event(f"certified, still found: {holds}")
-    if holds:
-        assert find_fit(cluster, sel, key, reqs) == found
+        case.fleet.apply_delta("c", [make(index % len(nodes),
+                                          {**spec, "busy": busy, "free_cpu": free_cpu})], [])
+    case.check()
 
