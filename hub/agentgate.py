@@ -10,12 +10,6 @@ with ``context.peer()`` to learn the real address (which also marks the connecti
 reached the hub). A connection that began a TLS handshake but closed without reaching a
 handler is reported to ``on_refused`` with its address: at most one report per host a
 minute, the next one counting those in between. Started by ``hub.server``.
-
-The event loop only accepts connections, connects each to gRPC and records the mapping.
-The bytes are relayed by ``hub.splice_relay`` (mode ``splice``: one thread, in the kernel,
-Linux); mode ``asyncio`` relays them on the event loop (two tasks a connection, a read,
-write and drain a chunk), the fallback where ``os.splice`` is missing and the baseline
-``bench/gate_bench.py`` measures against.
 """
 
 from __future__ import annotations
@@ -25,22 +19,20 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from hub import splice_relay
 
 log = logging.getLogger(__name__)
 CHUNK = 256 * 1024
+TLS_HANDSHAKE = 0x16           # first byte of a TLS handshake record (the ClientHello)
 REPORT_EVERY = 60.0            # seconds between reports for one host
-Mode = Literal["splice", "asyncio"]
 
 
 @dataclass
 class _Connection:
     source: str                # as gRPC names peers: ipv4:HOST:PORT / ipv6:[HOST]:PORT
     host: str
+    tls: bool = False          # the client began a TLS handshake
     reached: bool = False      # a handler saw it: not a refused handshake
 
 
@@ -53,39 +45,35 @@ def grpc_peer(address: tuple[str, int] | tuple[str, int, int, int]) -> tuple[str
 class AgentGate:
     """The public agent port: relays to gRPC, reports handshakes that never reached it."""
 
-    def __init__(self, inner_port: int, on_refused: Callable[[str, int], Awaitable[None]],
-                 mode: Mode | None = None) -> None:
+    def __init__(self, inner_port: int,
+                 on_refused: Callable[[str, int], Awaitable[None]]) -> None:
         self.inner_port = inner_port
         self.on_refused = on_refused
-        self.mode: Mode = mode or ("splice" if splice_relay.AVAILABLE else "asyncio")
         self._by_inner_port: dict[int, _Connection] = {}
         self._last_report: dict[str, tuple[float, int]] = {}
-        self._listener: socket.socket | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._relay: splice_relay.SpliceRelay | None = None
+        self._server: asyncio.Server | None = None
+        self._relays: set[asyncio.Task[None]] = set()
 
-    async def start(self, sock: socket.socket) -> int:
-        """Accept on ``sock`` (bound; ``hub.startup.bind``); returns its port."""
-        sock.setblocking(False)
-        sock.listen(2048)
-        self._listener = sock
-        if self.mode == "splice":
-            self._relay = splice_relay.SpliceRelay()
-        self._spawn(self._accept(sock))
-        bound: int = sock.getsockname()[1]
+    async def start(self, sock: socket.socket | None = None, host: str = "127.0.0.1",
+                    port: int = 0) -> int:
+        """Listen on ``sock`` (already bound) or ``host:port``; returns the port."""
+        if sock is not None:
+            self._server = await asyncio.start_server(self._accept, sock=sock)
+        else:
+            self._server = await asyncio.start_server(self._accept, host, port,
+                                                      reuse_port=False)
+        bound: int = self._server.sockets[0].getsockname()[1]
         return bound
 
     async def stop(self) -> None:
         """Stop listening and end every relayed connection."""
-        if self._listener is not None:
-            self._listener.close()
-        for task in list(self._tasks):
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._relays):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._relay is not None:
-            await asyncio.to_thread(self._relay.close)
-            self._relay = None
-        self._by_inner_port.clear()
+        for task in list(self._relays):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def origin(self, peer: str) -> str:
         """The real address behind a gRPC ``context.peer()`` of a relayed connection (and
@@ -97,78 +85,51 @@ class AgentGate:
         conn.reached = True
         return conn.source
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _accept(self, listener: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                outer, address = await loop.sock_accept(listener)
-            except OSError as exc:      # out of descriptors, an aborted connection, ``stop``
-                if listener.fileno() == -1:
-                    return
-                log.warning("agent gate: accept failed: %s", exc)
-                await asyncio.sleep(0.1)
-                continue
-            self._spawn(self._admit(outer, address))
-
-    async def _admit(self, outer: socket.socket, address: Any) -> None:
-        """Connect ``outer`` to gRPC, record which loopback port stands for it, relay."""
-        conn = _Connection(*grpc_peer(address))
-        inner = await self._connect_inner(outer)
-        if inner is None:
-            return
-        inner_port: int = inner.getsockname()[1]
-        self._by_inner_port[inner_port] = conn
-        if self._relay is not None:
-            try:
-                self._relay.add(outer, inner, self._threadsafe_closed(conn, inner_port))
-            except OSError as exc:      # out of descriptors for its pipes
-                log.warning("agent gate: cannot relay a connection: %s", exc)
-                self._by_inner_port.pop(inner_port, None)
-                _close(outer, inner)
-            return
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._relays.add(task)
         try:
-            tls = await _pipe_streams(outer, inner)
+            await self._relay(reader, writer)
+        except asyncio.CancelledError:
+            pass    # ``stop``: asyncio's server would log a cancelled handler as an error
         finally:
-            self._by_inner_port.pop(inner_port, None)
-        await self._closed(conn, tls)
+            self._relays.discard(task)
 
-    async def _connect_inner(self, outer: socket.socket) -> socket.socket | None:
-        """A connection to the gRPC server for ``outer`` (closed with it when there is none)."""
-        inner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        inner.setblocking(False)
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        source, host = grpc_peer(writer.get_extra_info("peername"))
+        conn = _Connection(source, host)
         try:
-            await asyncio.get_running_loop().sock_connect(inner, ("127.0.0.1", self.inner_port))
+            inner_reader, inner_writer = await asyncio.open_connection("127.0.0.1",
+                                                                       self.inner_port)
         except OSError as exc:
             log.warning("agent gate: cannot reach the agent server: %s", exc)
-            _close(outer, inner)
-            return None
-        except asyncio.CancelledError:
-            _close(outer, inner)
-            raise
-        return inner
-
-    def _threadsafe_closed(self, conn: _Connection, inner_port: int) -> splice_relay.Closed:
-        """``on_closed`` for the relay thread: forget the port and judge on the event loop."""
-        loop = asyncio.get_running_loop()
-
-        def closed(tls: bool) -> None:
+            writer.close()
+            return
+        inner_port: int = inner_writer.get_extra_info("sockname")[1]
+        self._by_inner_port[inner_port] = conn
+        pipes = [asyncio.create_task(self._pipe(reader, inner_writer, conn)),
+                 asyncio.create_task(self._pipe(inner_reader, writer, None))]
+        try:
+            await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pipe in pipes:
+                pipe.cancel()
+            for w in (writer, inner_writer):
+                w.close()
+            await asyncio.gather(*pipes, return_exceptions=True)
             self._by_inner_port.pop(inner_port, None)
-            if self._relay is not None:       # not stopped meanwhile
-                self._spawn(self._closed(conn, tls))
-
-        def from_thread(tls: bool) -> None:
-            with contextlib.suppress(RuntimeError):     # the loop has closed: hub stopped
-                loop.call_soon_threadsafe(closed, tls)
-        return from_thread
-
-    async def _closed(self, conn: _Connection, tls: bool) -> None:
-        if tls and not conn.reached:
+        if conn.tls and not conn.reached:
             await self._report(conn)
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter,
+                    conn: _Connection | None) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            while data := await src.read(CHUNK):
+                if conn is not None and not conn.tls:
+                    conn.tls = data[0] == TLS_HANDSHAKE
+                dst.write(data)
+                await dst.drain()
 
     async def _report(self, conn: _Connection) -> None:
         now = time.monotonic()
@@ -184,37 +145,3 @@ class AgentGate:
             await self.on_refused(conn.source, skipped)
         except Exception:
             log.exception("agent gate: could not report a refused handshake")
-
-
-def _close(*socks: socket.socket) -> None:
-    for sock in socks:
-        sock.close()
-
-
-async def _pipe_streams(outer: socket.socket, inner: socket.socket) -> bool:
-    """Relay ``outer`` <-> ``inner`` on the event loop until either ends (mode ``asyncio``);
-    whether the client began a TLS handshake."""
-    reader, writer = await asyncio.open_connection(sock=outer)
-    inner_reader, inner_writer = await asyncio.open_connection(sock=inner)
-    first = asyncio.get_running_loop().create_future()
-    pipes = [asyncio.create_task(_pipe(reader, inner_writer, first)),
-             asyncio.create_task(_pipe(inner_reader, writer, None))]
-    try:
-        await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pipe in pipes:
-            pipe.cancel()
-        for w in (writer, inner_writer):
-            w.close()
-        await asyncio.gather(*pipes, return_exceptions=True)
-    return first.done() and bool(first.result())
-
-
-async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                first: asyncio.Future[bool] | None) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
-        while data := await src.read(CHUNK):
-            if first is not None and not first.done():
-                first.set_result(data[:1] == splice_relay.TLS_HANDSHAKE)
-            dst.write(data)
-            await dst.drain()

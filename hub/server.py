@@ -34,7 +34,7 @@ from hub.ha import Deposed
 from hub.push.supervisor import PushAgents
 from hub.push.vault import Vault, load_key
 from hub.registration import AgentRegistration
-from hub.startup import CannotStart, Prepared, bind, prepare
+from hub.startup import CannotStart, Prepared, prepare
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +169,11 @@ async def start_agent_listeners(hub: Hub, config: HubConfig,
         await grpc_server.start()
     if listeners.gate is not None:
         try:
-            await listeners.gate.start(
-                agent_socket or bind(config.host, config.agent_port, "--agent-port"))
-        except CannotStart:
+            await listeners.gate.start(agent_socket, config.host, config.agent_port)
+        except OSError as exc:
             await listeners.stop(0)
-            raise
+            raise CannotStart(f"cannot listen on {config.host}:{config.agent_port} "
+                              f"(--agent-port): {exc.strerror or exc}") from exc
     return listeners
 
 

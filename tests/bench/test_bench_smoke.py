@@ -90,17 +90,6 @@ def test_trace_quality_bench_reports_federation_against_the_fgd_single_pool() ->
         assert run["member_unfit"] == 0 and run["member_chose_other_model"] == 0
 
 
-def test_gate_bench_relays_through_both_modes_and_compares_them() -> None:
-    result = run_bench("gate_bench.py")
-    modes = ["asyncio", "splice"] if "splice" in result else ["asyncio"]
-    for mode in modes:
-        assert result[mode]["bulk_mib_per_s"] > 0 and result[mode]["pings_per_s"] > 0
-        assert result[mode]["pings_process_cpu_us_per_trip"] > 0
-        assert result[mode]["busy_pings_per_s"] > 0
-    if "splice" in result:
-        assert set(result["splice_vs_asyncio"]) == set(result["asyncio"])
-
-
 @pytest.mark.parametrize("flag", [("--ready-timeout", "-1"), ("--clusters", "0"),
                                   ("--rate", "nan"), ("--batch", "100000")])
 def test_e2e_bench_refuses_out_of_range_flags_before_starting_anything(
