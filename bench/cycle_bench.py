@@ -255,6 +255,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="CI size: 200 tasks, 20 nodes")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
+    bounds = {"nodes": (1, 10_000), "cpus": (1, 1024), "repeat": (1, 100), "profile": (0, 200)}
+    for name, (low, high) in bounds.items():
+        if not low <= getattr(args, name) <= high:
+            p.error(f"--{name} must be from {low} to {high}")
+    if any(not 1 <= n <= 100_000 for n in args.tasks or []):
+        p.error("--tasks must be from 1 to 100000")
     if args.quick:
         args.tasks, args.nodes, args.profile = args.tasks or [200], 20, args.profile or 5
     args.tasks = args.tasks or [1000, 10000]

@@ -110,3 +110,12 @@ def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_wen
     assert {"engine", "queueing", "staging"} <= set(profile["parts"])
     assert 0.99 <= sum(profile["parts"].values()) <= 1.01
     assert profile["pieces"]["schedule"] > 0 and profile["pieces"]["stage"] > 0
+
+
+@pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "-1"), ("--repeat", "0"),
+                                  ("--profile", "1000")])
+def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cycle_bench.py"), *flag],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert f"{flag[0]} must be from" in done.stderr
