@@ -22,6 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from fuyao.aio import cancel_and_wait
+
 log = logging.getLogger(__name__)
 CHUNK = 256 * 1024
 TLS_HANDSHAKE = 0x16           # first byte of a TLS handshake record (the ClientHello)
@@ -69,11 +71,7 @@ class AgentGate:
         """Stop listening and end every relayed connection."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._relays):
-            task.cancel()
-        for task in list(self._relays):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(list(self._relays))
 
     def origin(self, peer: str) -> str:
         """The real address behind a gRPC ``context.peer()`` of a relayed connection (and

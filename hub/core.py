@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 
+from fuyao.aio import cancel_and_wait
 from fuyao.errors import FuyaoError
 from fuyao.spec import (
     CapacityRow,
@@ -150,11 +151,7 @@ class Hub:
 
     async def stop(self) -> None:
         """Stop the loops and close the store (queued writes finish first)."""
-        for loop in self._loops:
-            loop.cancel()
-        for loop in self._loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+        await cancel_and_wait(self._loops)
         for name in list(self.clusters.entries):
             self.sessions.close_cluster(name)
         try:

@@ -122,7 +122,8 @@ class PlacementLoop:
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), timeout=self.interval)
+                    async with asyncio.timeout(self.interval):
+                        await self.wake.wait()
                 # Let what woke it settle: a member frees a finished task's node (a delta)
                 # just before it reports the task ended; a cycle between the two would still
                 # count the task in its queue's use and hand the room by a stale fair share.

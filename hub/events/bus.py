@@ -98,7 +98,8 @@ class EventBus:
         if not self._newer(after):
             waiter = self._changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await waiter.wait()
         events = [e for e in self._ring if int(e.id) > after][:limit]
         oldest = int(self._ring[0].id) if self._ring else self._last + 1
         truncated = after + 1 < oldest and after < self._last

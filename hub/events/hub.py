@@ -62,7 +62,8 @@ class EventHub:
             await asyncio.wait(self._tasks, timeout=CLOSE_WITHIN)
         if self.redis is not None:
             with contextlib.suppress(TimeoutError, RedisError, OSError):
-                await asyncio.wait_for(self.redis.close(), CLOSE_WITHIN)
+                async with asyncio.timeout(CLOSE_WITHIN):
+                    await self.redis.close()
 
     async def read(self, since: str | None, timeout: float, limit: int) -> Page:
         """Events after ``since`` from the Redis stream if configured, else from the bus."""

@@ -179,8 +179,8 @@ class Leadership:
         if self._checking is None or self._checking.done():
             self._checking = self._checker.submit(self.lease.check)
         try:
-            held = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._checking)),
-                                          CHECK_TIMEOUT)
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                held = await asyncio.shield(asyncio.wrap_future(self._checking))
         except TimeoutError:
             raise Transient(f"lease check took over {CHECK_TIMEOUT:g}s") from None
         if not held:

@@ -16,7 +16,6 @@ credentials and the state directory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
@@ -28,6 +27,7 @@ from typing import Any
 import yaml
 
 from fuyao import kubeconfig
+from fuyao.aio import cancel_and_wait
 from fuyao.errors import Conflict, FuyaoError, InvalidInput
 from fuyao.kubefence import DEFAULT_IMAGE
 from fuyao.spec import JoinRequest, JoinResponse
@@ -134,13 +134,12 @@ class PushAgents:
         if proc is not None and proc.returncode is None:
             proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), 10.0)
+                async with asyncio.timeout(10.0):
+                    await proc.wait()
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait([task])
 
     async def _supervise(self, name: str) -> None:
         backoff = 1.0

@@ -40,6 +40,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.kube_config import new_client_from_config_dict
 
+from fuyao.aio import cancel_and_wait
 from fuyao.errors import FuyaoError, InvalidInput, Transient
 from fuyao.inventory import NodeInfo
 from fuyao.labels import PREFIX
@@ -169,9 +170,7 @@ class KubeBackend:
         """Stop the watches (pods keep running); gives up on a stuck thread after a second."""
         self._stopping.set()
         if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+            await cancel_and_wait([self._sweeper])
         deadline = time.monotonic() + 1.0
         while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
             for w in list(self._watches):

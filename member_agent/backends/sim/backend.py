@@ -12,7 +12,6 @@ when it finally fits. Node changes are emitted before the task report they cause
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -20,6 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fuyao.aio import cancel_and_wait
 from fuyao.errors import FuyaoError, InvalidInput
 from fuyao.fleetfile import Fleet
 from fuyao.inventory import NodeInfo
@@ -143,9 +143,7 @@ class SimBackend:
     async def stop(self) -> None:
         """Stop the retry loop and every run timer."""
         if self._retry_task is not None:
-            self._retry_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retry_task
+            await cancel_and_wait([self._retry_task])
             self._retry_task = None
         for copy in self._all_copies():
             if copy.timer is not None:

@@ -126,7 +126,8 @@ class SimMember:
         try:
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self._next_check())
+                    async with asyncio.timeout(self._next_check()):
+                        await stop.wait()
                 self._enforce_lease()
                 if (self.orphan_timeout > 0 and self._writer is None
                         and time.monotonic() - self._agent_left > self.orphan_timeout):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import subprocess
@@ -24,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fuyao.aio import cancel_and_wait
 from fuyao.errors import Transient
 from fuyao.inventory import NodeInfo, node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -64,9 +64,7 @@ class MemberBackend:
     async def stop(self) -> None:
         """Disconnect; the member and its copies keep running."""
         if self._reader_task is not None:
-            self._reader_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader_task
+            await cancel_and_wait([self._reader_task])
         if self._writer is not None:
             self._writer.close()
 
