@@ -2,7 +2,8 @@
 
 ``hub.fleet.certify`` describes what a ``tightest`` one-replica answer of ``find_fit``
 rests on; ``still_found`` says, after some nodes changed (``nodes_changed_since``), whether
-that answer stands. Whenever it says so, a fresh search must give the same nodes and model.
+that answer stands (and on what certificate: the chosen node may only have got tighter).
+Whenever it says so, a fresh search must give the same nodes and model.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ class Certified:
             return
         key = str(self.selector)
         holds = still_found(self.cluster, self.selector, key, self.requests, self.cert, changed)
-        event(f"certified, still found: {holds}")
-        if holds:
+        event(f"certified, still found: {holds is not None}")
+        if holds is not None:
             assert find_fit(self.cluster, self.selector, key, self.requests) == self.found
 
 
@@ -125,3 +126,45 @@ def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
                                           {**spec, "busy": busy, "free_cpu": free_cpu})], [])
     case.check()
 
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(specs, min_size=4, max_size=12),
+       steps=st.lists(st.one_of(st.just(None), occupancy), min_size=2, max_size=8),
+       selector=st.sampled_from(SELECTORS), shape=st.sampled_from(SHAPES),
+       headroom=st.sampled_from([0.0, 0.2]))
+def test_a_certificate_follows_reservations_on_the_node_it_names(
+    nodes: list[dict[str, Any]], steps: list[tuple[int, list[int], int | None] | None],
+    selector: str, shape: dict[str, int], headroom: float,
+) -> None:
+    """Tasks of one shape placed one after another where the search says (``None``), between
+    reports: each check starts from the certificate the last one returned, as the fit
+    cache keeps it, and one that holds - often re-ranked, the node now tighter - names what
+    a search finds; when it does not hold, the search's new answer is certified afresh."""
+    case = Certified.of(nodes, selector, shape, headroom)
+    key = str(case.selector)
+    for step, change in enumerate(steps):
+        if change is None:
+            if isinstance(case.found, Fit):
+                case.fleet.reserve("c", f"t{step}", case.requests, case.found.nodes,
+                                   model=case.found.model)
+        else:
+            index, busy, free_cpu = change
+            spec = nodes[index % len(nodes)]
+            case.fleet.apply_delta("c", [make(index % len(nodes),
+                                              {**spec, "busy": busy, "free_cpu": free_cpu})], [])
+        changed = case.cluster.nodes_changed_since(case.stamp)
+        holds = None
+        if case.cert is not None and changed is not None and (
+                case.cluster.layout_version == case.layout):
+            holds = still_found(case.cluster, case.selector, key, case.requests, case.cert,
+                                changed)
+            event(f"re-ranked: {holds is not None and holds.rank != case.cert.rank}")
+        if holds is not None:
+            assert find_fit(case.cluster, case.selector, key, case.requests) == case.found
+            case.cert = holds
+        else:
+            case.found = find_fit(case.cluster, case.selector, key, case.requests)
+            case.cert = certify(case.cluster, case.selector, key, case.requests, case.found)
+            case.layout = case.cluster.layout_version
+        case.stamp = case.cluster.version
