@@ -13,9 +13,8 @@ node).
 ``fit_models`` names the device models whose nodes a search's answer read, so a caller can
 keep the answer while ``ClusterInfo.model_version`` of each (and ``layout_version``) stay put.
 ``certify`` and ``still_found`` go finer, node by node: a one-replica answer of the
-``tightest`` search stays the answer while the chosen node is unchanged - or only got
-tighter, as a reservation on it makes it - and no node that changed since could now be
-chosen before it (``ClusterInfo.nodes_changed_since``).
+``tightest`` search stays the answer while the chosen node is unchanged and no node that
+changed since could now be chosen before it (``ClusterInfo.nodes_changed_since``).
 
 ``plan_holds`` is what ``FleetView.reserve`` uses to turn "these nodes" into exact holds
 (which devices, how much of each), refusing with ``Conflict`` when the nodes no longer fit.
@@ -24,7 +23,7 @@ chosen before it (``ClusterInfo.nodes_changed_since``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 
 from fuyao.catalog import DEFAULT_CATALOG
@@ -205,38 +204,29 @@ def certify(
 def still_found(
     cluster: ClusterInfo, selector: Selector, key: str, requests: TaskRequests,
     cert: Certificate, changed: Sequence[str],
-) -> Certificate | None:
-    """The certificate ``find_fit``'s answer now rests on, given that only the nodes
-    ``changed`` have changed since (and not the cluster's layout); None when it may have
-    moved. It stands while, for a GPU request, the models' search order and reserve flags
-    are as they were, and either the chosen node is unchanged and none of the changed
-    nodes could now be chosen before it, or the chosen node itself only got tighter
-    (a reservation on it: the usual case) and no changed node comes as early as it now
-    does - then the answer is the same node, at its new rank."""
-    if cert.cls is not None and not _order_holds(cluster, cert, requests):
-        return None
+) -> bool:
+    """True when ``find_fit`` would still answer the certified node, given that only the
+    nodes ``changed`` have changed since (and not the cluster's layout): the node is not
+    among them, none of them could now be chosen before it, and - for a GPU request - the
+    models' search order and reserve flags are as they were."""
+    if cert.node in changed:
+        return False
     matched = cluster.matching(selector, key)
-    rank = cert.rank
-    tied = True   # a changed node as early as ``rank``, in the chosen one's class and group,
-    if cert.node in changed:   # comes after it (re-filed at the end of its bucket) ...
-        now = _rank_now(cluster, matched, requests, cert)
-        if now is None or not now < cert.rank:
-            return None
-        rank = now
-        tied = False   # ... unless the chosen node was re-filed too
     cpu, mem = requests.cpu_milli, requests.memory_mib
     models, reserve = cert.models, cert.reserve
+    if cert.cls is not None and not _order_holds(cluster, cert, requests):
+        return False
     memory = requests.gpu_memory_mib
     for name in set(changed):
         node = cluster.node(name)
-        if (name == cert.node or node is None or not node.schedulable or node.cpu < cpu
-                or node.mem < mem or node.pods <= 0):
+        if (node is None or not node.schedulable or node.cpu < cpu or node.mem < mem
+                or node.pods <= 0):
             continue
         if cert.cls is None:   # CPU: groups in order, then buckets; in a bucket, filing order
             group = _group_of(matched, node)
-            place = (group, _bucket_order(cpu_bucket(node.cpu), requests))
-            if group is not None and (place < rank or (place == rank and not tied)):
-                return None
+            if group is not None and (
+                    group, _bucket_order(cpu_bucket(node.cpu), requests)) < cert.rank:
+                return False
             continue
         for cls, slot in node.classes.items():
             if cls[1] < memory:
@@ -246,38 +236,16 @@ def still_found(
                 continue
             if cls[0] not in models:   # a model that had no room joins the search
                 if _group_of(matched, node) is not None:
-                    return None
+                    return False
                 continue
-            at = (int(reserve[models.index(cls[0])]), tight)
-            if at > rank:
+            rank = (int(reserve[models.index(cls[0])]), tight)
+            if rank > cert.rank:
                 continue
             group = _group_of(matched, node)
-            if group is not None and (at < rank or not tied or cls != cert.cls
+            if group is not None and (rank < cert.rank or cls != cert.cls
                                       or group != cert.group):
-                return None   # tighter, or as tight in a class index searched maybe before
-    return cert if rank == cert.rank else replace(cert, rank=rank)
-
-
-def _rank_now(
-    cluster: ClusterInfo, matched: Matches, requests: TaskRequests, cert: Certificate,
-) -> tuple[int, int] | None:
-    """The certified node's rank now, as ``certify`` would give it, if it still fits one
-    replica in the same class and label group (None: it does not)."""
-    node = cluster.node(cert.node)
-    if (node is None or not node.schedulable or node.cpu < requests.cpu_milli
-            or node.mem < requests.memory_mib or node.pods <= 0
-            or _group_of(matched, node) != cert.group):
-        return None
-    if cert.cls is None:
-        return cert.group, _bucket_order(cpu_bucket(node.cpu), requests)
-    slot = node.classes.get(cert.cls)
-    if slot is None or sum(1 for cls in node.classes if cls[0] == cert.cls[0]
-                           and cls[1] >= requests.gpu_memory_mib) != 1:
-        return None
-    tight = _tightness(slot.full, slot.partial, requests)
-    if tight is None or (requests.gpu_milli < WHOLE and tight >= WHOLE // 100):
-        return None
-    return cert.rank[0], tight
+                return False   # tighter, or as tight in a class index searched maybe before
+    return True
 
 
 def _group_of(matched: Matches, node: NodeState) -> int | None:

@@ -21,10 +21,9 @@
   (``hub.fleet.fit_models``) stay put - or, for a one-replica answer of the ``tightest``
   search, while the nodes that changed since could not now be chosen before it
   (``hub.fleet.certify``/``still_found``: a reservation or report elsewhere in the
-  cluster rarely moves it, and one on the chosen node itself keeps it when the node only
-  got tighter; the entry then keeps the re-ranked certificate). A re-judged cluster reuses
-  it - so a reservation on an H100 node re-runs the cheap plugins for a V100 request but not
-  its fit search - and the priority and failover variants of one request share it.
+  cluster rarely moves it). A re-judged cluster reuses it - so a reservation on
+  an H100 node re-runs the cheap plugins for a V100 request but not its fit search - and the
+  priority and failover variants of one request share it.
 """
 
 from __future__ import annotations
@@ -245,10 +244,8 @@ class FitCache:
         if checked == now:
             return found, False
         changed = None if cert is None else cluster.nodes_changed_since(checked)
-        if changed is not None and cert is not None:
-            cert = still_found(cluster, req.selector, req.selector_key, req.requests, cert,
-                               changed)
-        if changed is None or cert is None:
+        if changed is None or cert is None or not still_found(
+                cluster, req.selector, req.selector_key, req.requests, cert, changed):
             del per_cluster[fit_id]
             return None
         per_cluster[fit_id] = (found, stamp, models, cert, now)

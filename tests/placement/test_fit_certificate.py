@@ -2,8 +2,7 @@
 
 ``hub.fleet.certify`` describes what a ``tightest`` one-replica answer of ``find_fit``
 rests on; ``still_found`` says, after some nodes changed (``nodes_changed_since``), whether
-that answer stands (and on what certificate: the chosen node may only have got tighter).
-Whenever it says so, a fresh search must give the same nodes and model.
+that answer stands. Whenever it says so, a fresh search must give the same nodes and model.
 """
 
 from __future__ import annotations
@@ -80,8 +79,8 @@ class Certified:
             return
         key = str(self.selector)
         holds = still_found(self.cluster, self.selector, key, self.requests, self.cert, changed)
-        event(f"certified, still found: {holds is not None}")
-        if holds is not None:
+        event(f"certified, still found: {holds}")
+        if holds:
             assert find_fit(self.cluster, self.selector, key, self.requests) == self.found
 
 
@@ -138,9 +137,9 @@ def test_a_certificate_follows_reservations_on_the_node_it_names(
     selector: str, shape: dict[str, int], headroom: float,
 ) -> None:
     """Tasks of one shape placed one after another where the search says (``None``), between
-    reports: each check starts from the certificate the last one returned, as the fit
-    cache keeps it, and one that holds - often re-ranked, the node now tighter - names what
-    a search finds; when it does not hold, the search's new answer is certified afresh."""
+    reports, checked as the fit cache checks them: each check covers the nodes changed
+    since the last one, a certificate that holds is kept and names what a search finds,
+    and one that does not is replaced by the certificate of the search's new answer."""
     case = Certified.of(nodes, selector, shape, headroom)
     key = str(case.selector)
     for step, change in enumerate(steps):
@@ -154,15 +153,14 @@ def test_a_certificate_follows_reservations_on_the_node_it_names(
             case.fleet.apply_delta("c", [make(index % len(nodes),
                                               {**spec, "busy": busy, "free_cpu": free_cpu})], [])
         changed = case.cluster.nodes_changed_since(case.stamp)
-        holds = None
+        holds = False
         if case.cert is not None and changed is not None and (
                 case.cluster.layout_version == case.layout):
             holds = still_found(case.cluster, case.selector, key, case.requests, case.cert,
                                 changed)
-            event(f"re-ranked: {holds is not None and holds.rank != case.cert.rank}")
-        if holds is not None:
+            event(f"kept: {holds}")
+        if holds:
             assert find_fit(case.cluster, case.selector, key, case.requests) == case.found
-            case.cert = holds
         else:
             case.found = find_fit(case.cluster, case.selector, key, case.requests)
             case.cert = certify(case.cluster, case.selector, key, case.requests, case.found)
