@@ -125,3 +125,44 @@ def test_a_certificate_holds_only_while_the_search_agrees_as_cards_come_and_go(
                                           {**spec, "busy": busy, "free_cpu": free_cpu})], [])
     case.check()
 
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(specs, min_size=4, max_size=12),
+       steps=st.lists(st.one_of(st.just(None), occupancy), min_size=2, max_size=8),
+       selector=st.sampled_from(SELECTORS), shape=st.sampled_from(SHAPES),
+       headroom=st.sampled_from([0.0, 0.2]))
+def test_a_certificate_follows_reservations_on_the_node_it_names(
+    nodes: list[dict[str, Any]], steps: list[tuple[int, list[int], int | None] | None],
+    selector: str, shape: dict[str, int], headroom: float,
+) -> None:
+    """Tasks of one shape placed one after another where the search says (``None``), between
+    reports, checked as the fit cache checks them: each check covers the nodes changed
+    since the last one, a certificate that holds is kept and names what a search finds,
+    and one that does not is replaced by the certificate of the search's new answer."""
+    case = Certified.of(nodes, selector, shape, headroom)
+    key = str(case.selector)
+    for step, change in enumerate(steps):
+        if change is None:
+            if isinstance(case.found, Fit):
+                case.fleet.reserve("c", f"t{step}", case.requests, case.found.nodes,
+                                   model=case.found.model)
+        else:
+            index, busy, free_cpu = change
+            spec = nodes[index % len(nodes)]
+            case.fleet.apply_delta("c", [make(index % len(nodes),
+                                              {**spec, "busy": busy, "free_cpu": free_cpu})], [])
+        changed = case.cluster.nodes_changed_since(case.stamp)
+        holds = False
+        if case.cert is not None and changed is not None and (
+                case.cluster.layout_version == case.layout):
+            holds = still_found(case.cluster, case.selector, key, case.requests, case.cert,
+                                changed)
+            event(f"kept: {holds}")
+        if holds:
+            assert find_fit(case.cluster, case.selector, key, case.requests) == case.found
+        else:
+            case.found = find_fit(case.cluster, case.selector, key, case.requests)
+            case.cert = certify(case.cluster, case.selector, key, case.requests, case.found)
+            case.layout = case.cluster.layout_version
+        case.stamp = case.cluster.version
