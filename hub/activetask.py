@@ -8,6 +8,7 @@ agents (``workload_of``, ``cancel_command``) and what is written to the store
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -35,6 +36,9 @@ PHASE_NAMES = {
 }
 TERMINAL_PHASES = {pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED, pb.TASK_PHASE_CANCELLED}
 UNBOUND_PHASES = {pb.TASK_PHASE_ACCEPTED, pb.TASK_PHASE_UNSCHEDULABLE}
+# Fields whose change the task's map is told of (``hub.taskindex``: what it files tasks by,
+# and what the queue ledger charges by).
+WATCHED = frozenset({"state", "cluster", "generation", "queue", "unschedulable_since"})
 
 
 @dataclass
@@ -64,6 +68,18 @@ class ActiveTask:
     dispatched_at: float | None = None   # monotonic time its PlaceTask went out to be sent
     saving: bool = False              # a re-queue is being written: not placeable yet
     _request: PlacementRequest | None = None
+    _watcher: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in WATCHED:
+            watcher = self.__dict__.get("_watcher")
+            if watcher is not None:
+                watcher()
+
+    def watch(self, watcher: Callable[[], None] | None) -> None:
+        """Call ``watcher`` whenever a ``WATCHED`` field is set (None: stop)."""
+        self._watcher = watcher
 
     @classmethod
     def from_record(cls, rec: TaskRecord) -> ActiveTask:

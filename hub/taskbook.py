@@ -41,6 +41,7 @@ from hub.fleet import FleetView
 from hub.placement import memshare
 from hub.placement.result import PlacementResult
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
+from hub.taskindex import ActiveTasks
 from hub.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class TaskBook:
     def __init__(self, writer: StoreWriter, fleet: FleetView) -> None:
         self.writer = writer
         self.fleet = fleet
-        self.active: dict[str, ActiveTask] = {}
+        self.active = ActiveTasks()     # by id; filed by state, cluster, Unschedulable
         self._by_name: dict[str, str] = {}
         self.on_end: list[Callable[[ActiveTask], None]] = []   # called once a task ended
 
@@ -166,8 +167,7 @@ class TaskBook:
 
     def queued(self) -> list[ActiveTask]:
         """Queued tasks in placement order: higher priority first, then submission order."""
-        waiting = [t for t in self.active.values()
-                   if t.state == TaskState.QUEUED and not t.saving]
+        waiting = [t for t in self.active.queued() if not t.saving]
         waiting.sort(key=lambda t: (-t.priority, t.seq))
         return waiting
 
@@ -385,15 +385,13 @@ class TaskBook:
 
     def on_cluster(self, cluster: str) -> list[ActiveTask]:
         """Active tasks placed on or running in ``cluster``."""
-        return [t for t in self.active.values() if t.cluster == cluster]
+        return self.active.on_cluster(cluster)
 
     def stuck_unschedulable(self, timeout: float) -> list[ActiveTask]:
         """Tasks a member has reported Unschedulable for longer than ``timeout`` seconds."""
         now = time.monotonic()
-        return [
-            t for t in self.active.values()
-            if t.unschedulable_since is not None and now - t.unschedulable_since > timeout
-        ]
+        return [t for t in self.active.unschedulable()
+                if t.unschedulable_since is not None and now - t.unschedulable_since > timeout]
 
     async def reconcile(self, cluster: str, reports: Iterable[pb.TaskReport],
                         since: float | None = None) -> list[Command]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -53,6 +53,10 @@ class Event:
                    task_id=data.get("task_id"), id=event_id)
 
 
+# An event's fields but its id, in ``Event``'s order: what ``publish_many`` numbers.
+EventFields = tuple[str, str, str, str, str, str | None, int, str | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """What one read returns: events after the cursor, the next cursor, and whether events
@@ -85,12 +89,30 @@ class EventBus:
         """Number the event, keep it, wake the readers; returns it with its id."""
         self._last += 1
         numbered = replace(event, id=str(self._last))
+        self._keep(numbered)
+        self._wake()
+        return numbered
+
+    def publish_many(self, rows: Iterable[EventFields]) -> None:
+        """``publish`` for a batch (a commit's task events): each event is built once,
+        numbered, and the readers are woken once for the batch."""
+        woke = self._last
+        try:
+            for row in rows:
+                self._last += 1
+                self._keep(Event(*row, id=str(self._last)))
+        finally:
+            if self._last != woke:
+                self._wake()
+
+    def _keep(self, numbered: Event) -> None:
         self._ring.append(numbered)
         for fn in self._subscribers:
             fn(numbered)
+
+    def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-        return numbered
 
     async def read(self, since: str | None, timeout: float, limit: int) -> Page:
         """Events after ``since`` (None: from now), waiting up to ``timeout`` s for one."""

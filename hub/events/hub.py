@@ -89,8 +89,10 @@ class EventHub:
             self._loop.call_soon_threadsafe(self._publish, list(events), dict(names))
 
     def _publish(self, events: list[EventRecord], names: dict[str, str]) -> None:
-        for e in events:
-            task = self.tasks.active.get(e.task_id)
-            name = names.get(e.task_id) or (task.name if task is not None else e.task_id)
-            self.bus.publish(Event("task", name, e.kind, e.message, e.at.isoformat(),
-                                   e.cluster, e.generation, e.task_id))
+        self.bus.publish_many(("task", self._name(e.task_id, names), e.kind, e.message,
+                               e.at.isoformat(), e.cluster, e.generation, e.task_id)
+                              for e in events)
+
+    def _name(self, task_id: str, names: dict[str, str]) -> str:
+        task = self.tasks.active.get(task_id)
+        return names.get(task_id) or (task.name if task is not None else task_id)

@@ -2,10 +2,12 @@
 for the tasks whose charge changed.
 
 ``Queueing`` (``hub.queueing.queueing``) syncs it at every cycle's ``begin`` and for the
-queue views. ``sync`` is one pass over the active tasks that compares each with what it was
-charged (queue, cluster, placement generation) and charges or uncharges only the
-differences: a task's demand is computed once per placement, not once per cycle, and an
-unchanged task costs a lookup and a compare. ``recount`` is the uncached rule it must equal
+queue views. ``sync`` compares a task with what it was charged (queue, cluster, placement
+generation) and charges or uncharges only the differences: a task's demand is computed once
+per placement, not once per cycle. Over the hub's ``ActiveTasks`` (``hub.taskindex``) it
+looks only at the tasks put in, taken out or changed since the last sync (the map's
+``feed``), plus any it dropped on request; over any other mapping, and the first time, it
+compares every task. ``recount`` is the uncached rule it must equal
 (a hypothesis test in ``tests/queueing`` holds them equal over random admits, placements,
 finishes, preemptions and failovers). Uncharging can leave zero entries where a recount has
 none; every reader treats the two alike (quota, share and view code read ``.get(r, 0)`` and
@@ -21,6 +23,7 @@ from typing import TypeVar
 from hub.activetask import ActiveTask
 from hub.queueing.eviction import ADMITTED
 from hub.queueing.quota import Usage, Vector
+from hub.taskindex import ActiveTasks
 
 NeedOf = Callable[[ActiveTask], Vector]
 K = TypeVar("K", bound=Hashable)
@@ -57,37 +60,57 @@ class Ledger:
     def __init__(self) -> None:
         self.usage = Usage()
         self.charges: dict[str, Charge] = {}
+        self._source: Mapping[str, ActiveTask] | None = None   # the map its feed is of
+        self._changed: set[str] = set()       # that map's feed: ids changed since a sync
+        self._dropped: set[str] = set()       # dropped by ``drop`` since a sync
 
     def sync(self, tasks: Mapping[str, ActiveTask], need_of: NeedOf) -> Usage:
         """Bring the use up to date with ``tasks`` (the active tasks by id) and return it."""
-        charges = self.charges
-        admitted = 0
-        for task in tasks.values():
-            old = charges.get(task.id)
-            if not charged(task):
-                if old is not None:
-                    self.drop(task.id)
-                continue
-            admitted += 1
-            if old is not None:
-                if (old.generation == task.generation and old.cluster == task.cluster
-                        and old.queue == task.queue):
-                    continue
-                self.drop(task.id)
-            assert task.cluster is not None
-            charge = Charge(task.queue, task.cluster, task.generation, need_of(task))
-            charges[task.id] = charge
-            self.usage.charge(charge.queue, charge.cluster, charge.need)
-        if len(charges) > admitted:       # some ended: they left the active tasks
-            for task_id in [t for t in charges if t not in tasks]:
-                self.drop(task_id)
+        if tasks is not self._source or not isinstance(tasks, ActiveTasks):
+            self._source = tasks
+            self._changed = tasks.feed() if isinstance(tasks, ActiveTasks) else set()
+            self._every(tasks, need_of)
+        else:
+            ids = self._changed | self._dropped
+            self._changed.clear()
+            for task_id in ids:
+                task = tasks.get(task_id)
+                if task is None:
+                    self.drop(task_id)
+                else:
+                    self._sync_one(task, need_of)
+        self._dropped.clear()
         return self.usage
+
+    def _every(self, tasks: Mapping[str, ActiveTask], need_of: NeedOf) -> None:
+        """Compare every task (and drop the charges of those no longer in ``tasks``)."""
+        for task in tasks.values():
+            self._sync_one(task, need_of)
+        for task_id in [t for t in self.charges if t not in tasks]:
+            self.drop(task_id)
+
+    def _sync_one(self, task: ActiveTask, need_of: NeedOf) -> None:
+        old = self.charges.get(task.id)
+        if not charged(task):
+            if old is not None:
+                self.drop(task.id)
+            return
+        if old is not None:
+            if (old.generation == task.generation and old.cluster == task.cluster
+                    and old.queue == task.queue):
+                return
+            self.drop(task.id)
+        assert task.cluster is not None
+        charge = Charge(task.queue, task.cluster, task.generation, need_of(task))
+        self.charges[task.id] = charge
+        self.usage.charge(charge.queue, charge.cluster, charge.need)
 
     def drop(self, task_id: str) -> Vector:
         """Stop charging a task; returns what it was charged (empty if nothing)."""
         old = self.charges.pop(task_id, None)
         if old is None:
             return {}
+        self._dropped.add(task_id)      # the next sync looks at it again
         self.usage.charge(old.queue, old.cluster, old.need, -1)
         return old.need
 

@@ -37,6 +37,23 @@ async def test_a_reader_waits_for_the_next_event() -> None:
     assert [(e.name, e.terminal) for e in page.events] == [("late", True)]
 
 
+async def test_a_batch_is_numbered_in_order_seen_by_subscribers_and_wakes_a_reader() -> None:
+    bus = EventBus()
+    heard: list[tuple[str, str]] = []
+    bus.subscribe(lambda e: heard.append((e.id, e.name)))
+    bus.publish(ev("first"))
+    reader = asyncio.create_task(bus.read("1", timeout=10, limit=10))
+    await asyncio.sleep(0.05)
+    bus.publish_many(("task", name, "Placed", "m", "2026-12-01T00:00:00+00:00", "c1", 2, name)
+                     for name in "xyz")
+    page = await asyncio.wait_for(reader, 5)
+    assert [(e.id, e.name, e.cluster, e.generation) for e in page.events] == [
+        ("2", "x", "c1", 2), ("3", "y", "c1", 2), ("4", "z", "c1", 2)]
+    assert heard == [("1", "first"), ("2", "x"), ("3", "y"), ("4", "z")]
+    bus.publish_many(())
+    assert bus.last_id == "4"
+
+
 async def test_a_reader_behind_the_ring_is_told_it_missed_events() -> None:
     bus = EventBus(capacity=3)
     for i in range(5):

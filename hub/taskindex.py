@@ -1,0 +1,159 @@
+"""``ActiveTasks``: the hub's active tasks by id, filed as they change, so the questions asked
+many times a second need not scan every task.
+
+``TaskBook.active`` is one (a ``dict`` of task id to ``ActiveTask``; reads are the plain
+dict's). A task put in is watched: ``ActiveTask`` tells its map when a field in ``WATCHED``
+is set (``hub.activetask``), and the map marks it. Marked tasks are refiled when the map is
+next asked which tasks are Queued (each placement cycle), on a cluster (the monitor's
+eviction each tick, reconcile) or reported Unschedulable (the monitor's spill-over each tick);
+those answers come in the map's own order, as a scan of it would list them. ``feed`` hands
+out a set that collects the id of every task put in, taken out or changed from then on: the
+queue ledger (``hub.queueing.ledger``) re-charges only those instead of comparing every
+active task each cycle.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fuyao.spec import TaskState
+from hub.activetask import ActiveTask
+
+_Filed = tuple[bool, str | None, bool]   # (Queued, cluster, reported Unschedulable)
+
+
+class ActiveTasks(dict[str, ActiveTask]):
+    """Active tasks by id, filed by state, cluster and Unschedulable mark."""
+
+    def __init__(self, tasks: Mapping[str, ActiveTask] | None = None) -> None:
+        super().__init__()
+        self._order: dict[str, int] = {}      # when each id was put in: a scan's order
+        self._count = itertools.count()
+        self._filed: dict[str, _Filed] = {}
+        self._queued: set[str] = set()
+        self._clusters: dict[str, set[str]] = {}
+        self._unschedulable: set[str] = set()
+        self._dirty: set[str] = set()         # changed since last filed
+        self._feeds: list[set[str]] = [self._dirty]
+        for key, task in (tasks or {}).items():
+            self[key] = task
+
+    # -- the dict's writes, watched -----------------------------------------------------------
+
+    def __setitem__(self, key: str, task: ActiveTask) -> None:
+        old = self.get(key)
+        if old is not task:
+            if old is not None:
+                old.watch(None)
+            if key not in self:
+                self._order[key] = next(self._count)
+            super().__setitem__(key, task)
+            task.watch(lambda: self._touch(key))
+        self._touch(key)
+
+    def __delitem__(self, key: str) -> None:
+        self[key].watch(None)
+        super().__delitem__(key)
+        del self._order[key]
+        self._touch(key)
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        """Take a task out (``default`` if absent)."""
+        if key not in self:
+            return default
+        task = self[key]
+        del self[key]
+        return task
+
+    def clear(self) -> None:
+        """Take every task out."""
+        for key in list(self):
+            del self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Put tasks in, each as ``self[key] = task``."""
+        for key, task in dict(*args, **kwargs).items():
+            self[key] = task
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        """The task under ``key``, put in first if absent."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self) -> tuple[str, ActiveTask]:
+        """Take the last task out."""
+        key = next(reversed(self))
+        return key, self.pop(key)
+
+    # -- filed answers, in the map's order ------------------------------------------------------
+
+    def queued(self) -> list[ActiveTask]:
+        """The Queued tasks."""
+        return self._listed(self._filed_now()._queued)
+
+    def on_cluster(self, cluster: str) -> list[ActiveTask]:
+        """The tasks whose cluster is ``cluster``."""
+        return self._listed(self._filed_now()._clusters.get(cluster, ()))
+
+    def unschedulable(self) -> list[ActiveTask]:
+        """The tasks with ``unschedulable_since`` set."""
+        return self._listed(self._filed_now()._unschedulable)
+
+    def feed(self) -> set[str]:
+        """A set the id of every task put in, taken out or changed from now on is added to
+        (the caller empties it as it reads)."""
+        changed: set[str] = set()
+        self._feeds.append(changed)
+        return changed
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _touch(self, key: str) -> None:
+        for feed in self._feeds:
+            feed.add(key)
+
+    def _listed(self, keys: Iterable[str]) -> list[ActiveTask]:
+        return [self[k] for k in sorted(keys, key=self._order.__getitem__)]
+
+    def _filed_now(self) -> ActiveTasks:
+        """Refile the tasks changed since the last answer (most changes, a generation or a
+        Placed task now Running, leave the filing as it was)."""
+        filed = self._filed
+        for key in self._dirty:
+            task = self.get(key)
+            now = None if task is None else (task.state == TaskState.QUEUED, task.cluster,
+                                              task.unschedulable_since is not None)
+            was = filed.get(key)
+            if now != was:
+                if was is not None:
+                    self._unfile(key, was)
+                if now is not None:
+                    self._file(key, now)
+        self._dirty.clear()
+        return self
+
+    def _file(self, key: str, filed: _Filed) -> None:
+        self._filed[key] = filed
+        queued, cluster, unschedulable = filed
+        if queued:
+            self._queued.add(key)
+        if cluster is not None:
+            self._clusters.setdefault(cluster, set()).add(key)
+        if unschedulable:
+            self._unschedulable.add(key)
+
+    def _unfile(self, key: str, filed: _Filed) -> None:
+        del self._filed[key]
+        queued, cluster, unschedulable = filed
+        if queued:
+            self._queued.discard(key)
+        if cluster is not None:
+            on = self._clusters[cluster]
+            on.discard(key)
+            if not on:
+                del self._clusters[cluster]
+        if unschedulable:
+            self._unschedulable.discard(key)

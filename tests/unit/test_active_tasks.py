@@ -1,0 +1,90 @@
+"""The hub's filed map of active tasks answers exactly what a scan of every task would.
+
+``TaskBook`` asks it which tasks are Queued (each placement cycle), which are on a cluster
+(failover, reconcile) and which a member reports Unschedulable (spill-over); the queue
+ledger reads its change feed. A wrong answer would skip a task or place it twice, so the
+rule is held over random puts, removals and field changes, in any order.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuyao.spec import TaskSpec, TaskState
+from hub.activetask import ActiveTask
+from hub.taskindex import ActiveTasks
+
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
+CLUSTERS = [None, "c0", "c1"]
+STATES = [TaskState.QUEUED, TaskState.PLACED, TaskState.RUNNING]
+
+
+def _task(key: str) -> ActiveTask:
+    return ActiveTask(id=key, name=key, spec=TaskSpec(name=key), state=TaskState.QUEUED,
+                      queue="default", priority=0, seq=0, created_at=NOW, updated_at=NOW)
+
+
+step = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 9)),
+    st.tuples(st.just("replace"), st.integers(0, 9)),
+    st.tuples(st.just("delete"), st.integers(0, 9)),
+    st.tuples(st.just("state"), st.integers(0, 9), st.sampled_from(STATES)),
+    st.tuples(st.just("cluster"), st.integers(0, 9), st.sampled_from(CLUSTERS)),
+    st.tuples(st.just("unschedulable"), st.integers(0, 9), st.sampled_from([None, 1.0])),
+    st.tuples(st.just("ask"), st.integers(0, 9)),
+)
+
+
+def _apply(tasks: ActiveTasks, kind: str, key: str, value: object) -> None:
+    if (kind == "put" and key not in tasks) or kind == "replace":
+        tasks[key] = _task(key)
+    elif kind == "delete" and key in tasks:
+        old = tasks.pop(key)
+        old.state = TaskState.RUNNING    # a task taken out no longer counts, whatever it does
+    elif kind in ("state", "cluster", "unschedulable") and key in tasks:
+        field = "unschedulable_since" if kind == "unschedulable" else kind
+        setattr(tasks[key], field, value)
+
+
+def _filing(task: ActiveTask) -> tuple[object, ...]:
+    return (task.state, task.cluster, task.unschedulable_since)
+
+
+def _check(tasks: ActiveTasks) -> None:
+    scan = list(tasks.values())
+    assert tasks.queued() == [t for t in scan if t.state == TaskState.QUEUED]
+    for cluster in ("c0", "c1"):
+        assert tasks.on_cluster(cluster) == [t for t in scan if t.cluster == cluster]
+    assert tasks.unschedulable() == [t for t in scan if t.unschedulable_since is not None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step, max_size=80))
+def test_filed_answers_equal_a_scan_of_every_task(steps: list[tuple[object, ...]]) -> None:
+    tasks = ActiveTasks()
+    feed = tasks.feed()
+    seen: dict[str, tuple[object, ...]] = {}   # each task's filing at the last look
+    for kind, index, *rest in steps:
+        key = f"t{index}"
+        _apply(tasks, str(kind), key, rest[0] if rest else None)
+        if kind == "ask":
+            _check(tasks)
+            # Every task whose filing could have changed since the last look is in the feed.
+            now = {k: _filing(t) for k, t in tasks.items()}
+            for k in set(seen) | set(now):
+                if seen.get(k) != now.get(k):
+                    assert k in feed
+            seen = now
+            feed.clear()
+    _check(tasks)
+
+
+def test_a_task_taken_out_is_no_longer_watched() -> None:
+    tasks = ActiveTasks({"a": _task("a")})
+    task = tasks.pop("a")
+    feed = tasks.feed()
+    task.state = TaskState.PLACED
+    assert not feed and tasks.queued() == []
