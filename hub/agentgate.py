@@ -116,7 +116,9 @@ class AgentGate:
             for w in (writer, inner_writer):
                 w.close()
             await asyncio.gather(*pipes, return_exceptions=True)
-            self._by_inner_port.pop(inner_port, None)
+            # The port may already serve a newer connection: forget only this one's entry.
+            if self._by_inner_port.get(inner_port) is conn:
+                del self._by_inner_port[inner_port]
         if conn.tls and not conn.reached:
             await self._report(conn)
 
