@@ -32,7 +32,7 @@ with unpinned tasks first (they spare the 8-card nodes multi-card shapes need), 
 of the GPU demand pinned to it (``pinned_shares``); the hub's ``Fragmentation`` plugin
 holds that share of a cluster's free GPU for the pinned tasks and charges a task free to
 run elsewhere, on top of the gradient, for the shortfall below the hold its replica
-causes (``scarcity``: 0 while the model has room, about the whole replica once it has
+causes (``scarcity``: 0 while the model has room, nearly the whole replica once it has
 not). Tasks naming a model are never charged. ``DEFAULT_MIX`` pins nothing, so a live
 hub is unchanged. Pinning the shapes themselves to their models (a shape strands all
 the free GPU of a node it cannot run on, the paper's rule) was measured too and lost
@@ -170,8 +170,9 @@ class ShapeMix:
         model, for a task that could run elsewhere: ``pinned_share[model]`` of the pool's
         free GPU (``free_all``, milli) is held for them, and the cost is how much the
         replica grows the shortfall of the model's free GPU (``free_model``) below that
-        hold - 0 while the model has more free than its share, the whole replica once it
-        has less (see the module doc)."""
+        hold - 0 while the model keeps more free than its share, the replica less its own
+        part of the hold (``gpu_milli`` x (1 - share)) once it is short (see the module
+        doc)."""
         share = self.pinned_share.get(model, 0.0)
         if not share:
             return 0.0
