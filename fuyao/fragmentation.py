@@ -24,6 +24,20 @@ cpu-heavy tasks drain the cpu of nodes whose cpu per card just matches the whole
 trace in ``docs/benchmarks.md`` (about +0.2 points; weights 0.25-0.75 and the same rule for
 shares or for memory were measured too, and lost to 0.5).
 
+Pinned tasks (``pinned_share``, ``scarcity``): FGD judges one node at a time, so nothing
+keeps the small pools of a model that tasks are pinned to (a trace's ``gpu_spec``) for
+them: on the model-constrained ``gpuspec10`` list the gradient filled the 2-card T4 nodes
+with unpinned tasks first (they spare the 8-card nodes multi-card shapes need), and from
+22% arrived on every T4-pinned task was refused. A workload mix knows each model's share
+of the GPU demand pinned to it (``pinned_shares``); the hub's ``Fragmentation`` plugin
+holds that share of a cluster's free GPU for the pinned tasks and charges a task free to
+run elsewhere, on top of the gradient, for the shortfall below the hold its replica
+causes (``scarcity``: 0 while the model has room, nearly the whole replica once it has
+not). Tasks naming a model are never charged. ``DEFAULT_MIX`` pins nothing, so a live
+hub is unchanged. Pinning the shapes themselves to their models (a shape strands all
+the free GPU of a node it cannot run on, the paper's rule) was measured too and lost
+(docs/benchmarks.md).
+
 Shared ground: the member's ``fgd`` node policy (``fuyao.nodescheduler``) and the hub's
 ``Fragmentation`` placement plugin (``hub.placement.plugins.fragmentation``) both call
 ``ShapeMix.best``, so the cluster the hub picks holds the node the member will bind. The
@@ -41,10 +55,12 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fuyao.errors import InvalidInput
+from fuyao.labels import GPU_MODEL
+from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
 
 WHOLE = 1000
@@ -85,12 +101,17 @@ class ShapeMix:
     """
 
     def __init__(self, shapes: Iterable[Shape], starved_weight: float = STARVED_WEIGHT,
-                 spared_models: Iterable[str] = ()) -> None:
+                 spared_models: Iterable[str] = (),
+                 pinned_share: Mapping[str, float] | None = None) -> None:
         if not 0 <= starved_weight <= MAX_STARVED_WEIGHT:    # NaN fails both comparisons
             raise InvalidInput(f"task shape mix: starved weight {starved_weight} must be "
                                f"from 0 to {MAX_STARVED_WEIGHT}")
+        if any(not 0 <= v <= 1 for v in (pinned_share or {}).values()):
+            raise InvalidInput(f"task shape mix: pinned shares {pinned_share} must be "
+                               "from 0 to 1")
         self.starved_weight = starved_weight
         self.spared_models = frozenset(spared_models)
+        self.pinned_share = {m: v for m, v in (pinned_share or {}).items() if v > 0}
         kept = [s for s in shapes if s.weight > 0]
         total = sum(s.weight for s in kept)
         if not kept or total <= 0:
@@ -109,7 +130,8 @@ class ShapeMix:
     @classmethod
     def from_requests(cls, requests: Iterable[TaskRequests],
                       starved_weight: float = STARVED_WEIGHT,
-                      spared_models: Iterable[str] = ()) -> ShapeMix:
+                      spared_models: Iterable[str] = (),
+                      pinned_share: Mapping[str, float] | None = None) -> ShapeMix:
         """The mix of a workload: GPU tasks grouped by (cards, share), each group with the
         median cpu and memory of its tasks (what FGD calls typical pods) and weighted by the
         GPU its tasks ask for in all (FGD weighs by task count; weighing by GPU demand kept
@@ -122,7 +144,8 @@ class ShapeMix:
         return cls((Shape(int(statistics.median(r.cpu_milli for r in rs)),
                           int(statistics.median(r.memory_mib for r in rs)), milli, cards,
                           float(len(rs) * milli * cards))
-                    for (cards, milli), rs in groups.items()), starved_weight, spared_models)
+                    for (cards, milli), rs in groups.items()), starved_weight, spared_models,
+                   pinned_share)
 
     def describe(self) -> list[dict[str, float | int]]:
         """The shapes as plain data (for JSON reports)."""
@@ -141,6 +164,21 @@ class ShapeMix:
         expected wholly free milli-GPU the node's cpu cannot feed (see the module doc);
         ``models``: the device models of the node."""
         return self._cost(self._state(cpu_milli, memory_mib, frees), self.starved_weight_on(models))
+
+    def scarcity(self, model: str, free_model: int, free_all: int, gpu_milli: int) -> float:
+        """What one replica of ``gpu_milli`` on ``model`` costs the tasks pinned to that
+        model, for a task that could run elsewhere: ``pinned_share[model]`` of the pool's
+        free GPU (``free_all``, milli) is held for them, and the cost is how much the
+        replica grows the shortfall of the model's free GPU (``free_model``) below that
+        hold - 0 while the model keeps more free than its share, the replica less its own
+        part of the hold (``gpu_milli`` x (1 - share)) once it is short (see the module
+        doc)."""
+        share = self.pinned_share.get(model, 0.0)
+        if not share:
+            return 0.0
+        before = max(0.0, share * free_all - free_model)
+        after = max(0.0, share * (free_all - gpu_milli) - (free_model - gpu_milli))
+        return after - before
 
     def starved_weight_on(self, models: Iterable[str]) -> float:
         """The starved weight on a node of these device models: 0 if any is a spared model
@@ -217,6 +255,28 @@ class ShapeMix:
             if best is None or delta < best[0]:
                 best = (delta, (i,))
         return best
+
+
+def named_models(selector: Selector) -> frozenset[str]:
+    """The GPU models a selector names (``gpu-model = X`` or ``in (X, Y)``: a trace's
+    ``gpu_spec``, a task file's ``gpu_model``), every alternative counted; a range
+    (``gpu-model >= A100``) names none. Empty: the task may run on any model."""
+    return frozenset(value for r in selector.requirements
+                     if r.key == GPU_MODEL and r.op in ("=", "in") for value in r.values)
+
+
+def pinned_shares(tasks: Iterable[tuple[TaskRequests, frozenset[str]]]) -> dict[str, float]:
+    """Per GPU model, the share of a workload's GPU demand pinned to it: each task's GPU
+    (``gpu_milli`` x replicas) over all GPU tasks', a task naming several models split
+    evenly among them (``ShapeMix.pinned_share``); tasks naming none pin nothing."""
+    pinned: dict[str, float] = defaultdict(float)
+    total = 0
+    for r, models in tasks:
+        demand = r.gpu_milli * r.replicas
+        total += demand
+        for model in models if demand else ():
+            pinned[model] += demand / len(models)
+    return {m: v / total for m, v in sorted(pinned.items())} if total else {}
 
 
 def too_small(free_milli: int, gpu_milli: int) -> bool:

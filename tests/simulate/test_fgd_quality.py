@@ -19,7 +19,15 @@ from fuyao.fragmentation import DEFAULT_MIX
 from fuyao.inventory import NodeInfo
 from fuyao.selector import parse_selector
 from fuyao.spec import TaskRequests
-from hub.planning.simulate import SimCluster, SimTask, load_nodes, policy, simulate
+from hub.planning.simulate import (
+    SimCluster,
+    SimTask,
+    Split,
+    load_nodes,
+    policy,
+    simulate,
+    split_nodes,
+)
 from hub.planning.simulate.run import workload_mix
 
 
@@ -105,3 +113,32 @@ def test_simulations_use_the_starved_term_and_a_live_member_the_papers_gradient(
     cpu_only = [SimTask("cpu", TaskRequests(1000, 1024, 0, 0, 1), parse_selector(""))]
     assert workload_mix(cpu_only).shapes == DEFAULT_MIX.shapes
     assert workload_mix(cpu_only).starved_weight == 0.5
+
+
+@pytest.mark.parametrize("clusters", [1, 2], ids=["single-pool", "two-clusters"])
+def test_fgd_keeps_t4_cards_for_the_tasks_pinned_to_t4(tmp_path: Path, clusters: int) -> None:
+    # Two T4 and two G2 nodes of one card each (split round-robin, a T4 and a G2 per
+    # cluster); unpinned and T4-pinned card tasks alternate. Every card fragments the same
+    # (ties go to the name: ``a``, a T4, and the first cluster), but half the workload's GPU
+    # demand is pinned to T4, so each cluster holds half its free GPU for it: the unpinned
+    # tasks take the G2 cards and every pinned task finds a T4.
+    path = tmp_path / "nodes.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"{name},32000,131072,1,{model}\n"
+        for name, model in [("a", "T4"), ("b", "T4"), ("c", "G2"), ("d", "G2")]))
+    card = TaskRequests(1000, 1024, 1000, 0, 1)
+    work = [SimTask(f"{kind}-{i}", card, parse_selector(selector))
+            for i in range(2)
+            for kind, selector in [("anywhere", ""), ("t4-only", "fuyao.io/gpu-model = T4")]]
+    mix = workload_mix(work)
+    assert mix.pinned_share == {"T4": 0.5}
+    fleet = split_nodes(load_nodes(str(path)), clusters, Split.ROUND_ROBIN)
+    report = simulate(fleet, work, policy("fgd"), order=work, mix=mix)
+    assert report["tasks_unplaced"] == 0
+    assert report["gpu_allocated_final_pct"] == 100.0
+    assert report["member_chose_other_gpu_node"] == 0
+
+
+def test_without_pinned_tasks_the_mix_holds_nothing() -> None:
+    assert workload_mix(tasks()).pinned_share == {}
+    assert DEFAULT_MIX.pinned_share == {}          # a live member's default: no hold

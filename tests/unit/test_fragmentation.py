@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuyao.errors import InvalidInput
-from fuyao.fragmentation import Shape, ShapeMix
+from fuyao.fragmentation import Shape, ShapeMix, pinned_shares
 from fuyao.inventory import NodeInfo
 from fuyao.nodebuild import build_node
 from fuyao.nodescheduler import LocalScheduler, Policy
@@ -196,3 +196,60 @@ def test_the_term_is_never_negative_and_spares_exactly_the_named_models(
     eligible = [True] * len(frees)
     assert mix.best(cpu, memory, frees, eligible, *req, models) == \
         same.best(cpu, memory, frees, eligible, *req)
+
+
+# -- the GPU pinned tasks need, held against tasks that could run elsewhere -------------------
+
+HELD = ShapeMix([Shape(1000, 1024, 1000)], pinned_share={"T4": 0.25})
+
+
+@pytest.mark.parametrize(("model", "free_model", "free_all", "want"), [
+    ("G2", 1000, 8000, 0.0),        # nothing pinned to G2
+    ("T4", 4000, 8000, 0.0),        # 4 of 8 free cards are T4, 2 are held: room to spare
+    ("T4", 2500, 8000, 250.0),      # after it 1,500 T4 left, 1,750 held: 250 short
+    ("T4", 1000, 8000, 750.0),      # already short: the whole replica less its own share
+    ("T4", 1000, 1000, 0.0),        # 1,000 of 1,000 free, 250 held: the last card is left
+], ids=["unpinned-model", "plenty", "crossing", "short", "model-is-all-free"])
+def test_scarcity_is_the_growth_of_the_shortfall_below_the_held_share(
+        model: str, free_model: int, free_all: int, want: float) -> None:
+    assert HELD.scarcity(model, free_model, free_all, 1000) == pytest.approx(want)
+
+
+def card_task(gpu: int, replicas: int = 1) -> TaskRequests:
+    return TaskRequests(cpu_milli=1000, memory_mib=1024, gpu_milli=gpu, gpu_memory_mib=0,
+                        replicas=replicas)
+
+
+@pytest.mark.parametrize(("tasks", "want"), [
+    ([], {}),
+    ([(card_task(1000), frozenset())], {}),                               # nothing pinned
+    ([(card_task(1000), frozenset({"T4"})), (card_task(3000), frozenset())], {"T4": 0.25}),
+    ([(card_task(500), frozenset({"P100", "V100"})), (card_task(500), frozenset())],
+     {"P100": 0.25, "V100": 0.25}),                                       # split evenly
+    ([(card_task(1000, replicas=3), frozenset({"T4"})), (card_task(1000), frozenset()),
+      (card_task(0), frozenset({"G2"}))], {"T4": 0.75}),                 # cpu-only: no GPU
+], ids=["empty", "unpinned", "one-model", "alternatives", "replicas-and-cpu-only"])
+def test_pinned_shares_are_each_models_part_of_the_gpu_demand(
+        tasks: list[tuple[TaskRequests, frozenset[str]]], want: dict[str, float]) -> None:
+    got = pinned_shares(tasks)
+    assert got.keys() == want.keys()
+    assert all(got[m] == pytest.approx(v) for m, v in want.items())
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan")])
+def test_a_pinned_share_must_be_a_fraction(share: float) -> None:
+    with pytest.raises(InvalidInput, match="pinned shares"):
+        ShapeMix([Shape(1000, 1024, 500)], pinned_share={"T4": share})
+
+
+@given(st.floats(0.0, 1.0), st.integers(0, 64_000), st.integers(0, 64_000),
+       st.sampled_from([250, 500, 1000, 2000, 8000]))
+def test_scarcity_never_costs_more_than_the_replica_and_is_zero_with_room(
+        share: float, free_model: int, other_free: int, gpu: int) -> None:
+    mix = ShapeMix([Shape(1000, 1024, 1000)], pinned_share={"T4": share})
+    free_all = free_model + other_free
+    cost = mix.scarcity("T4", free_model, free_all, gpu)
+    assert -1e-6 <= cost <= gpu * (1 - share) + 1e-6
+    if free_model - gpu >= share * (free_all - gpu):      # still above the hold after it
+        assert cost == 0
+    assert mix.scarcity("G2", free_model, free_all, gpu) == 0

@@ -12,6 +12,12 @@ would otherwise reject the cluster although another model has room); failover an
 high-priority tasks may use the reserve, as there. The score's raw value is the growth
 (lower is better); ``normalize`` maps the best feasible cluster to 100 and the worst to 0.
 
+A task that names no GPU model also pays the mix's ``scarcity`` for its node's model: the
+share of the cluster's free GPU the workload pins to that model is held for the tasks
+pinned to it (``fuyao.fragmentation``; nothing is held with the default mix). The hold
+is per cluster, so the answer still depends on the cluster alone. The member does not
+repeat it: the hub pins the model it chose, and within one model the charge is the same.
+
 Gangs (several replicas) and CPU-only tasks are left to NodeFit's fit and score neutral.
 A node's answer is kept while its ``NodeState`` (rebuilt on every change) stays the same.
 Ties go to the node with more GPU in use (``fuyao.nodescheduler.gpu_used_after``), then the
@@ -24,7 +30,7 @@ import heapq
 from collections.abc import Sequence
 from typing import ClassVar
 
-from fuyao.fragmentation import DEFAULT_MIX, ShapeMix
+from fuyao.fragmentation import DEFAULT_MIX, ShapeMix, named_models
 from fuyao.nodescheduler import gpu_used_after
 from fuyao.spec import TaskRequests
 from hub.fleet import ClusterInfo, Fit, NodeState
@@ -81,11 +87,16 @@ class Fragmentation:
             return SUCCESS
         tops = self._best(cluster, req)
         exempt = req.failover or req.priority >= self._threshold or cluster.headroom <= 0
-        best = min((e for e in tops if exempt or _within_reserve(cluster, e[3], r)),
+        # Tasks free to use any model pay for eating into what pinned tasks need (the
+        # mix's ``scarcity``; 0 without pinned shapes, as in the live default mix).
+        held = bool(self.mix.pinned_share) and not named_models(req.selector)
+        best = min(((e[0] + _scarcity(self.mix, cluster, e[3], r) if held else e[0], e)
+                    for e in tops if exempt or _within_reserve(cluster, e[3], r)),
                    default=None)
         if best is not None:
-            self._growth[cluster.name] = best[0]
-            ctx.fits[cluster.name] = Fit((best[2],), best[3])
+            growth, (_, _, node, model) = best
+            self._growth[cluster.name] = growth
+            ctx.fits[cluster.name] = Fit((node,), model)
         return SUCCESS
 
     def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
@@ -182,6 +193,16 @@ class Fragmentation:
             models[found[1][0]])
         kept[1][key] = answer
         return answer
+
+
+def _scarcity(mix: ShapeMix, cluster: ClusterInfo, model: str | None, r: TaskRequests) -> float:
+    """The mix's ``scarcity`` of one replica on ``model`` in this cluster (its free GPU of
+    that model against all its free GPU)."""
+    if model is None or model not in mix.pinned_share:
+        return 0.0
+    free = {name: total - used for name in cluster.totals()
+            for total, used in (cluster.device_milli(name),)}
+    return mix.scarcity(model, free.get(model, 0), sum(free.values()), r.gpu_milli)
 
 
 def _within_reserve(cluster: ClusterInfo, model: str | None, r: TaskRequests) -> bool:

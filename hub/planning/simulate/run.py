@@ -12,8 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from fuyao.errors import InvalidInput
-from fuyao.fragmentation import DEFAULT_MIX, STARVED_WEIGHT, ShapeMix
-from fuyao.labels import GPU_MODEL
+from fuyao.fragmentation import (
+    DEFAULT_MIX,
+    STARVED_WEIGHT,
+    ShapeMix,
+    named_models,
+    pinned_shares,
+)
 from hub.planning.simulate.engine import Federation, Outcome, Progress, replay
 from hub.planning.simulate.fleet import SimCluster
 from hub.planning.simulate.policies import SimPolicy
@@ -25,19 +30,19 @@ MAX_ARRIVAL = 10.0
 def workload_mix(tasks: Sequence[SimTask], starved_weight: float = STARVED_WEIGHT) -> ShapeMix:
     """The expected task shapes: the workload's own GPU tasks (or ``DEFAULT_MIX``'s shapes);
     ``starved_weight`` 0 gives the FGD paper's gradient (``fuyao.fragmentation``); the
-    models that model-constrained tasks name are spared the starved term."""
+    models that model-constrained tasks name are spared the starved term, and the share of
+    GPU demand pinned to each is held for those tasks (``ShapeMix.scarcity``)."""
     spared = constrained_models(tasks)
+    pinned = pinned_shares((t.requests, named_models(t.selector)) for t in tasks)
     if any(t.requests.gpu_milli for t in tasks):
-        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight, spared)
-    return ShapeMix(DEFAULT_MIX.shapes, starved_weight, spared)
+        return ShapeMix.from_requests((t.requests for t in tasks), starved_weight, spared,
+                                      pinned)
+    return ShapeMix(DEFAULT_MIX.shapes, starved_weight, spared, pinned)
 
 
 def constrained_models(tasks: Sequence[SimTask]) -> frozenset[str]:
-    """The GPU models tasks name in their selector (``gpu-model = X`` or ``in (X, Y)``: a
-    trace's ``gpu_spec``, a task file's ``gpu_model``), every alternative counted; a range
-    (``gpu-model >= A100``) names none."""
-    return frozenset(value for t in tasks for r in t.selector.requirements
-                     if r.key == GPU_MODEL and r.op in ("=", "in") for value in r.values)
+    """Every GPU model some task's selector names (``fuyao.fragmentation.named_models``)."""
+    return frozenset().union(*(named_models(t.selector) for t in tasks))
 
 
 def ordered(tasks: Sequence[SimTask], seed: int, capacity_milli: int, arrival: float,
