@@ -10,12 +10,18 @@ with ``context.peer()`` to learn the real address (which also marks the connecti
 reached the hub). A connection that began a TLS handshake but closed without reaching a
 handler is reported to ``on_refused`` with its address: at most one report per host a
 minute, the next one counting those in between. Started by ``hub.server``.
+
+The relay runs on the event loop as a pair of ``asyncio.Protocol`` ends: a chunk read on one
+socket is written to the other from the read callback, with no task, future or await per
+chunk (the stream relay this replaced woke two tasks a chunk, and at 100 members that was a
+fifth of the hub's CPU). Backpressure is the transports' own: when one end's write buffer
+passes its high-water mark, the other end stops reading until it drains. When either end
+closes or fails, both close (after flushing what was already read), as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -25,9 +31,9 @@ from dataclasses import dataclass
 from fuyao.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
-CHUNK = 256 * 1024
 TLS_HANDSHAKE = 0x16           # first byte of a TLS handshake record (the ClientHello)
 REPORT_EVERY = 60.0            # seconds between reports for one host
+CONNECT_TIMEOUT = 10.0         # seconds to reach the gRPC server on loopback
 
 
 @dataclass
@@ -44,6 +50,92 @@ def grpc_peer(address: tuple[str, int] | tuple[str, int, int, int]) -> tuple[str
     return (f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"), host
 
 
+class _End(asyncio.Protocol):
+    """One socket of a relayed connection: what it reads, the other end writes."""
+
+    def __init__(self, relay: _Relay) -> None:
+        self.relay = relay
+        self.transport: asyncio.Transport | None = None
+        self.peer: _End | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if self is self.relay.outer:
+            self.relay.accepted(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.relay.forward(self, data)
+
+    def eof_received(self) -> bool:
+        self.relay.close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.relay.close()
+
+    # Backpressure: this end's write buffer is full, so the other end stops reading.
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()
+
+
+class _Relay:
+    """An agent's connection (``outer``) and the gate's to gRPC (``inner``), joined."""
+
+    def __init__(self, gate: AgentGate) -> None:
+        self.gate = gate
+        self.outer = _End(self)
+        self.inner = _End(self)
+        self.outer.peer, self.inner.peer = self.inner, self.outer
+        self.conn: _Connection | None = None
+        self.inner_port = 0
+        self.first = True              # the next chunk from the agent is its first
+        self.closed = False
+
+    def forward(self, end: _End, data: bytes) -> None:
+        if end is self.outer and self.first:
+            self.first = False
+            assert self.conn is not None
+            self.conn.tls = data[0] == TLS_HANDSHAKE
+        other = end.peer
+        assert other is not None and other.transport is not None    # outer waits for inner
+        if not self.closed:
+            other.transport.write(data)
+
+    def accepted(self, outer: asyncio.Transport) -> None:
+        """The agent connected: hold its bytes until the loopback leg to gRPC is up."""
+        outer.pause_reading()
+        self.conn = _Connection(*grpc_peer(outer.get_extra_info("peername")))
+        self.gate._spawn(self.gate._join(self))
+
+    def joined(self, port: int) -> None:
+        """The loopback connection to gRPC is up: relay both ways."""
+        assert self.conn is not None and self.outer.transport is not None
+        self.inner_port = port
+        self.gate._by_inner_port[port] = self.conn
+        self.outer.transport.resume_reading()
+
+    def close(self) -> None:
+        """End both sockets (once), forget the port, report a handshake that never arrived."""
+        if self.closed:
+            return
+        self.closed = True
+        for end in (self.outer, self.inner):
+            if end.transport is not None:
+                end.transport.close()        # flushes what is buffered, then closes
+        self.gate._relays.discard(self)
+        # The port may already serve a newer connection: forget only this one's entry.
+        if self.conn is not None and self.gate._by_inner_port.get(self.inner_port) is self.conn:
+            del self.gate._by_inner_port[self.inner_port]
+        if self.conn is not None and self.conn.tls and not self.conn.reached:
+            self.gate._spawn(self.gate._report(self.conn))
+
+
 class AgentGate:
     """The public agent port: relays to gRPC, reports handshakes that never reached it."""
 
@@ -54,16 +146,18 @@ class AgentGate:
         self._by_inner_port: dict[int, _Connection] = {}
         self._last_report: dict[str, tuple[float, int]] = {}
         self._server: asyncio.Server | None = None
-        self._relays: set[asyncio.Task[None]] = set()
+        self._relays: set[_Relay] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, sock: socket.socket | None = None, host: str = "127.0.0.1",
                     port: int = 0) -> int:
         """Listen on ``sock`` (already bound) or ``host:port``; returns the port."""
+        loop = asyncio.get_running_loop()
         if sock is not None:
-            self._server = await asyncio.start_server(self._accept, sock=sock)
+            self._server = await loop.create_server(self._accept, sock=sock)
         else:
-            self._server = await asyncio.start_server(self._accept, host, port,
-                                                      reuse_port=False)
+            self._server = await loop.create_server(self._accept, host, port,
+                                                    reuse_port=False)
         bound: int = self._server.sockets[0].getsockname()[1]
         return bound
 
@@ -71,7 +165,9 @@ class AgentGate:
         """Stop listening and end every relayed connection."""
         if self._server is not None:
             self._server.close()
-        await cancel_and_wait(list(self._relays))
+        for relay in list(self._relays):
+            relay.close()
+        await cancel_and_wait(list(self._tasks))
 
     def origin(self, peer: str) -> str:
         """The real address behind a gRPC ``context.peer()`` of a relayed connection (and
@@ -83,53 +179,32 @@ class AgentGate:
         conn.reached = True
         return conn.source
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._relays.add(task)
-        try:
-            await self._relay(reader, writer)
-        except asyncio.CancelledError:
-            pass    # ``stop``: asyncio's server would log a cancelled handler as an error
-        finally:
-            self._relays.discard(task)
+    def _accept(self) -> _End:
+        """A new agent connection (the protocol for it; ``_Relay.accepted`` follows)."""
+        relay = _Relay(self)
+        self._relays.add(relay)
+        return relay.outer
 
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        source, host = grpc_peer(writer.get_extra_info("peername"))
-        conn = _Connection(source, host)
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _join(self, relay: _Relay) -> None:
+        """Connect the relay's inner end to gRPC's loopback port."""
+        loop = asyncio.get_running_loop()
         try:
-            inner_reader, inner_writer = await asyncio.open_connection("127.0.0.1",
-                                                                       self.inner_port)
-        except OSError as exc:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                transport, _ = await loop.create_connection(
+                    lambda: relay.inner, "127.0.0.1", self.inner_port)
+        except (OSError, TimeoutError) as exc:
             log.warning("agent gate: cannot reach the agent server: %s", exc)
-            writer.close()
+            relay.close()
             return
-        inner_port: int = inner_writer.get_extra_info("sockname")[1]
-        self._by_inner_port[inner_port] = conn
-        pipes = [asyncio.create_task(self._pipe(reader, inner_writer, conn)),
-                 asyncio.create_task(self._pipe(inner_reader, writer, None))]
-        try:
-            await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for pipe in pipes:
-                pipe.cancel()
-            for w in (writer, inner_writer):
-                w.close()
-            await asyncio.gather(*pipes, return_exceptions=True)
-            # The port may already serve a newer connection: forget only this one's entry.
-            if self._by_inner_port.get(inner_port) is conn:
-                del self._by_inner_port[inner_port]
-        if conn.tls and not conn.reached:
-            await self._report(conn)
-
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                    conn: _Connection | None) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while data := await src.read(CHUNK):
-                if conn is not None and not conn.tls:
-                    conn.tls = data[0] == TLS_HANDSHAKE
-                dst.write(data)
-                await dst.drain()
+        if relay.closed:                         # the agent left (or ``stop``) meanwhile
+            transport.close()
+            return
+        relay.joined(transport.get_extra_info("sockname")[1])
 
     async def _report(self, conn: _Connection) -> None:
         now = time.monotonic()

@@ -119,3 +119,11 @@ def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2, done.stderr
     assert f"{flag[0]} must be from" in done.stderr
+
+
+def test_gate_bench_relays_bytes_and_round_trips_and_reports_their_cost() -> None:
+    result = run_bench("gate_bench.py", "--phase-timeout", "120")
+    gate = result["gate"]
+    assert gate["bulk_mib_per_s"] > 0 and gate["pings_per_s"] > 0
+    assert gate["bulk_loop_cpu_ms_per_mib"] > 0 and gate["pings_loop_cpu_us_per_trip"] > 0
+    assert gate["busy_pings_per_s"] > 0
