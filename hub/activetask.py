@@ -216,7 +216,7 @@ def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[d
     """
     table, statuses = result.table, result.statuses
     clusters = table.clusters
-    row = dict(zip(clusters, range(len(clusters))))
+    row = dict(zip(clusters, range(len(clusters)), strict=True))
     verdicts = list(statuses.items())
     if len(verdicts) > limit:
         fit = [row[name] for name, status in verdicts if status.ok and name in row]
