@@ -209,29 +209,34 @@ def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[d
     from the score table (no pydantic, no verdict objects): this runs for every placement.
 
     With more than ``limit`` clusters only ``limit`` are kept: the feasible ones by total
-    score, best first, then rejected ones (their reasons are in ``reasons`` too), so what a
-    placement stores does not grow with the fleet.
+    score, best first (ties in the statuses' order), then rejected ones (their reasons are
+    in ``reasons`` too), so what a placement stores does not grow with the fleet. Only the
+    kept rows are read from the table: at 100 clusters this was a tenth of the hub's CPU
+    when it transposed every column to keep 20 rows.
     """
     table, statuses = result.table, result.statuses
-    row = {name: i for i, name in enumerate(table.clusters)}
-    names: list[str] = list(statuses)
-    if len(names) > limit:
-        fit = sorted((n for n in names if statuses[n].ok and n in row),
-                     key=lambda n: -table.totals[row[n]])
-        names = (fit + [n for n in names if not statuses[n].ok])[:limit]
-    columns = table.columns if row else ()
+    clusters = table.clusters
+    row = dict(zip(clusters, range(len(clusters)), strict=True))
+    verdicts = list(statuses.items())
+    if len(verdicts) > limit:
+        fit = [row[name] for name, status in verdicts if status.ok and name in row]
+        best = sorted(fit, key=table.totals.__getitem__, reverse=True)[:limit]   # stable
+        verdicts = ([(clusters[i], statuses[clusters[i]]) for i in best]
+                    + [v for v in verdicts if not v[1].ok])[:limit]
+    plugins = table.plugins
+    rows, normalized, totals = (table.rows, table.normalized, table.totals) if row else ((), {}, ())
     out: list[dict[str, Any]] = []
-    for name in names:
-        status = statuses[name]
+    for name, status in verdicts:
         i = row.get(name)
         if i is None or not status.ok:
             out.append({"cluster": name, "feasible": status.ok, "score": None,
                         "reason": None if status.ok else status.reason, "plugin_scores": {}})
         else:
-            out.append({"cluster": name, "feasible": True, "score": table.totals[i],
+            raw = rows[i]
+            out.append({"cluster": name, "feasible": True, "score": totals[i],
                         "reason": None,
-                        "plugin_scores": {p: col[i] for p, col in zip(table.plugins, columns,
-                                                                      strict=True)}})
+                        "plugin_scores": {p: normalized[j][i] if j in normalized else raw[j]
+                                          for j, p in enumerate(plugins)}})
     return out
 
 

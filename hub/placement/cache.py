@@ -29,7 +29,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, ItemsView, Iterator, Mapping
 from itertools import compress
 
 from hub.fleet import (
@@ -98,6 +98,10 @@ class LentStatuses(Mapping[str, Status]):
 
     def __len__(self) -> int:
         return len(self._statuses)
+
+    def items(self) -> ItemsView[str, Status]:
+        """The dict's own view (the ``Mapping`` mixin's looks up every key again)."""
+        return self._all().items()
 
 
 class ShapeTable:

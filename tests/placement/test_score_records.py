@@ -51,3 +51,16 @@ def test_beyond_the_limit_a_task_that_fits_nowhere_keeps_twenty_rejections() -> 
     assert result.cluster is None
     assert [s["cluster"] for s in stored] == [f"c{i:03d}" for i in range(20)]
     assert all(not s["feasible"] and s["reason"] for s in stored)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=21, max_size=60), st.integers(1, 4))
+def test_beyond_the_limit_the_kept_rows_are_the_scheduler_verdicts_best_first_ties_in_order(
+        frees: list[int], gpus: int) -> None:
+    """Many equal totals (clusters alike): the stored rows are exactly the best feasible
+    verdicts by score, equal scores in the clusters' order, then rejections, 20 in all."""
+    result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=gpus * 1000))
+    everything = [s.model_dump(mode="json") for s in result.scores]
+    feasible = sorted((s for s in everything if s["feasible"]), key=lambda s: -s["score"])
+    expected = (feasible + [s for s in everything if not s["feasible"]])[:20]
+    assert score_records(result) == expected
