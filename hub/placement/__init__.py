@@ -8,6 +8,8 @@ The placement loop uses ``Scheduler.schedule`` then ``Scheduler.reserve``.
 
 from hub.placement.framework import (
     SUCCESS,
+    BatchFilter,
+    BatchScore,
     Code,
     CycleState,
     FilterPlugin,
@@ -29,6 +31,8 @@ __all__ = [
     "DEFAULT_PROFILE",
     "DEFAULT_REGISTRY",
     "SUCCESS",
+    "BatchFilter",
+    "BatchScore",
     "ClusterVerdict",
     "Code",
     "CycleState",
