@@ -8,8 +8,6 @@ The placement loop uses ``Scheduler.schedule`` then ``Scheduler.reserve``.
 
 from hub.placement.framework import (
     SUCCESS,
-    BatchFilter,
-    BatchScore,
     Code,
     CycleState,
     FilterPlugin,
@@ -31,8 +29,6 @@ __all__ = [
     "DEFAULT_PROFILE",
     "DEFAULT_REGISTRY",
     "SUCCESS",
-    "BatchFilter",
-    "BatchScore",
     "ClusterVerdict",
     "Code",
     "CycleState",

@@ -219,34 +219,6 @@ class ScorePlugin(Plugin, Protocol):
         ...
 
 
-class BatchFilter(Protocol):
-    """Optional beside ``filter``: judge many clusters in one call.
-
-    The scheduler runs a decision's filters one plugin at a time over every cluster that
-    reaches it (each cluster still stops at its first rejection), so a plugin can hoist
-    what its per-cluster calls would each redo. ``filter_many`` must give exactly
-    ``[filter(ctx, req, c) for c in clusters]``, with the same effects; one that raises
-    makes the scheduler judge those clusters one by one with ``filter``.
-    """
-
-    def filter_many(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-    ) -> list[Status]:
-        """Judge these clusters, in order."""
-        ...
-
-
-class BatchScore(Protocol):
-    """Optional beside ``score``: score many feasible clusters in one call (the same rules
-    as ``BatchFilter``: exactly ``[score(ctx, req, c) for c in clusters]``)."""
-
-    def score_many(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-    ) -> list[float]:
-        """Score these clusters, in order."""
-        ...
-
-
 class ScoreNormalizer(Protocol):
     """Optional second half of a score plugin (kube-scheduler's ``NormalizeScore``)."""
 

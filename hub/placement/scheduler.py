@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import add, itemgetter, mul
-from typing import Any, cast
+from typing import cast
 
 from fuyao.errors import InvalidInput
 from fuyao.spec import TaskRequests
@@ -68,7 +68,7 @@ class Scheduler:
     def __init__(
         self, fleet: FleetView, profile: Profile = DEFAULT_PROFILE, *,
         headroom_priority: int = 1000, registry: Registry = DEFAULT_REGISTRY,
-        cache: bool = True, batch: bool = True,
+        cache: bool = True,
     ) -> None:
         self.fleet = fleet
         self.profile = profile
@@ -94,16 +94,6 @@ class Scheduler:
             (name, plugin.score, normalizer is None)
             for (name, _, plugin), normalizer in zip(self._scores, self._normalizers, strict=True)
         )
-        # The batch hooks (``BatchFilter``/``BatchScore``; none with ``batch=False``): a
-        # re-judge that runs only filters from ``_batch_from`` on and hooked scores waits
-        # for one call per plugin over all such clusters of the decision.
-        filter_hooks = [_hook(plugin, "filter_many", batch) for _, plugin in self._filters]
-        self._filter_many = tuple(filter_hooks)
-        self._score_many = tuple(_hook(plugin, "score_many", batch)
-                                 for _, _, plugin in self._scores)
-        self._batch_from = next((k for k in range(len(filter_hooks), 0, -1)
-                                 if filter_hooks[k - 1] is None), 0)
-        self._batchable: dict[tuple[int, ...], bool] = {}
         self._plain_weights = tuple(
             (j, weight) for j, ((_, weight, _), normalizer)
             in enumerate(zip(self._scores, self._normalizers, strict=True)) if normalizer is None
@@ -289,9 +279,6 @@ class Scheduler:
         # index, the scores to re-run on ``source`` (None: all), was ok, source raw scores
         passed: list[tuple[int, tuple[int, ...] | None, bool, tuple[float, ...]]] = []
         save = table.save if table.recording else None
-        # re-judges left to the batch hooks: index, first filter, scores, was ok, raws
-        deferred: list[tuple[int, int, tuple[int, ...], bool, tuple[float, ...]]] = []
-        batch_from, batchable = self._batch_from, self._can_batch
         for i in indices:
             if save is not None:
                 save(i)
@@ -332,11 +319,6 @@ class Scheduler:
             else:
                 status = source.statuses[name]
                 if status.ok or filter_at.get(status.plugin, start) >= start:
-                    if start >= batch_from and source.oks[i] and batchable(scores):
-                        deferred.append((i, start, scores, was_ok, source.raws[i]))
-                        settings[i] = now if keep else -1
-                        oks[i] = False
-                        continue
                     status = self._run_filters(ctx, req, cluster, start)
                 if source.oks[i]:
                     redo = scores
@@ -350,27 +332,12 @@ class Scheduler:
                 ranking.leave(i, raws[i])
             if status.code is Code.ERROR:
                 table.forget(i)
-        batched: dict[int, tuple[float, ...] | Status] = {}
-        if deferred:
-            for (i, _, scores, was_ok, base), status in zip(
-                    deferred, self._filter_columns(ctx, req, clusters, deferred), strict=True):
-                statuses[clusters[i].name] = status
-                if status.ok:
-                    passed.append((i, scores, was_ok, base))
-                    continue
-                if ranking is not None and was_ok:
-                    ranking.leave(i, raws[i])
-                if status.code is Code.ERROR:
-                    table.forget(i)
-            batched = self._score_columns_of(ctx, req, clusters, deferred, statuses)
         if passed:
             ctx.defer_feasible(table.passed)
         errors: dict[str, Status] = {}
         fixed, plain = table.fixed, self._plain_weights
         for i, redo, was_ok, base in passed:
-            got_raw = batched.get(i) if batched else None
-            raw = (got_raw if got_raw is not None
-                   else self._raw_scores(ctx, req, clusters[i]) if redo is None
+            raw = (self._raw_scores(ctx, req, clusters[i]) if redo is None
                    else self._some_scores(ctx, req, clusters[i], base, redo))
             if isinstance(raw, Status):
                 errors[clusters[i].name] = raw
@@ -397,124 +364,6 @@ class Scheduler:
                     self._fits.put(clusters[i], table.fit_id, req, found,
                                    self._least_overqualified)
         return errors
-
-    def _can_batch(self, scores: tuple[int, ...]) -> bool:
-        """True when every score at these indices has a ``score_many``."""
-        found = self._batchable.get(scores)
-        if found is None:
-            found = self._batchable[scores] = all(
-                self._score_many[j] is not None for j in scores)
-        return found
-
-    def _filter_columns(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-        deferred: Sequence[tuple[int, int, tuple[int, ...], bool, tuple[float, ...]]],
-    ) -> list[Status]:
-        """Each deferred cluster's status after the filters from its first on (those
-        before passed, and would again): one ``filter_many`` call per filter over the
-        clusters that reach it, in index order; a cluster stops at its first rejection.
-        With no filter to run, SUCCESS (as ``_run_filters``)."""
-        out = [SUCCESS] * len(deferred)
-        alive = list(range(len(deferred)))
-        for k in range(min(d[1] for d in deferred), len(self._filter_calls)):
-            members = [p for p in alive if deferred[p][1] <= k]
-            if not members:
-                continue
-            verdicts = self._filter_batch(k, ctx, req, [clusters[deferred[p][0]]
-                                                        for p in members])
-            for p, status in zip(members, verdicts, strict=True):
-                out[p] = status
-            alive = [p for p in alive if out[p].ok]
-        return out
-
-    def _filter_batch(
-        self, k: int, ctx: CycleState, req: PlacementRequest, batch: list[ClusterInfo],
-    ) -> list[Status]:
-        """Filter ``k``'s verdicts on these clusters through its ``filter_many``; if that
-        raises or answers for another number of clusters, one by one (naming the cluster
-        whose ``filter`` raises, as ever)."""
-        name, run = self._filter_calls[k]
-        many = self._filter_many[k]
-        assert many is not None
-        try:
-            found = many(ctx, req, batch)
-            if len(found) != len(batch):
-                raise ValueError(f"{len(found)} verdicts for {len(batch)} clusters")
-        except Exception:
-            log.exception("placement plugin %s filter_many failed; judging one by one", name)
-            found = []
-            for cluster in batch:
-                try:
-                    found.append(run(ctx, req, cluster))
-                except Exception as exc:
-                    found.append(_plugin_error(name, "filter", cluster.name, exc))
-        return [s if s.ok or s.plugin else replace(s, plugin=name) for s in found]
-
-    def _score_columns_of(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-        deferred: Sequence[tuple[int, int, tuple[int, ...], bool, tuple[float, ...]]],
-        statuses: Mapping[str, Status],
-    ) -> dict[int, tuple[float, ...] | Status]:
-        """Index -> raw scores of each deferred cluster that passed: its source row with
-        the scores it re-runs replaced (each through one ``score_many`` call over the
-        clusters that re-run it), or the ERROR status of the first that failed."""
-        by_score: dict[int, list[int]] = {}
-        rows: dict[int, list[float]] = {}
-        out: dict[int, tuple[float, ...] | Status] = {}
-        for i, _, scores, _, base in deferred:
-            if not statuses[clusters[i].name].ok:
-                continue
-            if not scores:
-                out[i] = base
-                continue
-            rows[i] = list(base)
-            for j in scores:
-                by_score.setdefault(j, []).append(i)
-        for j in sorted(by_score):
-            members = [i for i in by_score[j] if i not in out]
-            if not members:
-                continue
-            for i, value in zip(members, self._score_batch(j, ctx, req, [
-                    clusters[i] for i in members]), strict=True):
-                if isinstance(value, Status):
-                    out[i] = value
-                else:
-                    rows[i][j] = value
-        for i, row in rows.items():
-            if i not in out:
-                out[i] = tuple(row)
-        return out
-
-    def _score_batch(
-        self, j: int, ctx: CycleState, req: PlacementRequest, batch: list[ClusterInfo],
-    ) -> list[float | Status]:
-        """Score ``j``'s raw values on these clusters through its ``score_many`` (one by
-        one if that raises or answers for another number), a value out of range where
-        the score is not normalized an ERROR status, as ``_some_scores`` gives."""
-        name, run, checked = self._score_calls[j]
-        many = self._score_many[j]
-        assert many is not None
-        try:
-            found = many(ctx, req, batch)
-            if len(found) != len(batch):
-                raise ValueError(f"{len(found)} scores for {len(batch)} clusters")
-            scores = [float(v) for v in found]
-        except Exception:
-            log.exception("placement plugin %s score_many failed; scoring one by one", name)
-        else:
-            return [_range_error(name, cluster.name, score)
-                    if checked and not MIN_SCORE <= score <= MAX_SCORE else score
-                    for cluster, score in zip(batch, scores, strict=True)]
-        values: list[float | Status] = []
-        for cluster in batch:
-            try:
-                score = float(run(ctx, req, cluster))
-            except Exception as exc:
-                values.append(_plugin_error(name, "score", cluster.name, exc))
-                continue
-            values.append(_range_error(name, cluster.name, score)
-                          if checked and not MIN_SCORE <= score <= MAX_SCORE else score)
-        return values
 
     def _run_filters(
         self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo, start: int = 0,
@@ -653,12 +502,6 @@ class Scheduler:
         return best
 
 
-def _hook(plugin: object, name: str, batch: bool) -> Callable[..., Sequence[Any]] | None:
-    """A plugin's optional batch method (``filter_many``, ``score_many``), if used."""
-    found = getattr(plugin, name, None) if batch else None
-    return cast(Callable[..., Sequence[Any]], found) if callable(found) else None
-
-
 def _by_column(normalizer: ScoreNormalizer) -> bool:
     """True when the normalizer is also a ``ColumnNormalizer`` (its totals can be kept)."""
     return callable(getattr(normalizer, "summarize", None)) and callable(
@@ -692,15 +535,6 @@ def _nearest_fit(
 def _check_range(value: float) -> None:
     if not MIN_SCORE <= value <= MAX_SCORE:
         raise ValueError(f"score {value!r} outside {MIN_SCORE:g}..{MAX_SCORE:g}")
-
-
-def _range_error(plugin: str, cluster: str, value: float) -> Status:
-    """A score outside 0..100 where no normalizer maps it: the ERROR ``_check_range`` names."""
-    try:
-        _check_range(value)
-    except ValueError as exc:
-        return _plugin_error(plugin, "score", cluster, exc)
-    raise AssertionError(f"score {value!r} is in range")
 
 
 def _plugin_error(plugin: str, point: str, cluster: str, exc: Exception) -> Status:

@@ -10,7 +10,6 @@ reserve. The score is the fraction of the tightest of those resources left after
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 from hub.fleet import ClusterInfo, Fit
@@ -58,49 +57,6 @@ class Headroom:
         """100 x the fraction of the tightest resource left after placing."""
         return max(MIN_SCORE, min(MAX_SCORE, MAX_SCORE * self._room(ctx, req, cluster)))
 
-    def filter_many(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-    ) -> list[Status]:
-        """``filter`` of each cluster (``BatchFilter``), the room computed in one pass."""
-        if req.failover or req.priority >= self._threshold:
-            return [SUCCESS] * len(clusters)
-        return [SUCCESS if left >= cluster.headroom - _EPSILON else _BELOW
-                for cluster, left in zip(clusters, self._rooms_of(ctx, req, clusters),
-                                         strict=True)]
-
-    def score_many(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-    ) -> list[float]:
-        """``score`` of each cluster (``BatchScore``)."""
-        return [max(MIN_SCORE, min(MAX_SCORE, MAX_SCORE * left))
-                for left in self._rooms_of(ctx, req, clusters)]
-
-    def _rooms_of(
-        self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[ClusterInfo],
-    ) -> list[float]:
-        """``_room`` of each cluster, with what depends only on the request taken once."""
-        if self._decision is not ctx:
-            self._decision, self._rooms = ctx, {}
-        rooms = self._rooms
-        r = req.requests
-        cpu, memory, gpu = r.cpu_milli * r.replicas, r.memory_mib * r.replicas, r.gpu_milli
-        devices = gpu * r.replicas
-        out: list[float] = []
-        for cluster in clusters:
-            name = cluster.name
-            left = rooms.get(name)
-            if left is None:
-                left = min(_fraction(cluster.cpu_total, cluster.cpu_used, cpu),
-                           _fraction(cluster.memory_total, cluster.memory_used, memory))
-                if gpu:
-                    found = fit_for(ctx, req, cluster)
-                    if isinstance(found, Fit) and found.model is not None:
-                        total, used = cluster.device_milli(found.model)
-                        left = min(left, _fraction(total, used, devices))
-                rooms[name] = left
-            out.append(left)
-        return out
-
     def _room(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
         """``room_after``, once per cluster and decision (the score reuses the filter's)."""
         if self._decision is not ctx:
@@ -112,8 +68,7 @@ class Headroom:
 
 
 def room_after(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
-    """The smallest fraction left, over the resources the task uses, once it is placed
-    (``Headroom._rooms_of`` is the same arithmetic over many clusters)."""
+    """The smallest fraction left, over the resources the task uses, once it is placed."""
     r = req.requests
     left = min(
         _fraction(cluster.cpu_total, cluster.cpu_used, r.cpu_milli * r.replicas),
