@@ -385,7 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--until", type=int, default=100, help="arrived workload %% to stop at")
     parser.add_argument("--starved-weight", type=float, default=STARVED_WEIGHT,
                         help="fgd: weight of the free cards a node's cpu cannot feed, "
-                             "spared on models constrained tasks name "
+                             "spared on models constrained tasks name, and (x16) of the free "
+                             "GPU it cannot serve at the workload's cpu per GPU "
                              f"(default {STARVED_WEIGHT:g}, measured best; 0: the FGD paper's)")
     parser.add_argument("--plot", help="write allocation vs arrival (mean curves) to FILE.png")
     parser.add_argument("--quick", action="store_true",

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuyao.errors import InvalidInput
-from fuyao.fragmentation import Shape, ShapeMix, pinned_shares
+from fuyao.fragmentation import BALANCE_FACTOR, Shape, ShapeMix, pinned_shares
 from fuyao.inventory import NodeInfo
 from fuyao.nodebuild import build_node
 from fuyao.nodescheduler import LocalScheduler, Policy
@@ -114,11 +114,40 @@ def test_fragment_never_exceeds_the_free_gpu_and_the_gradient_matches_it(
 
 
 def test_cost_counts_whole_cards_the_cpu_cannot_feed_at_the_starved_weight() -> None:
-    # one-card tasks need 4 cores; 6 cores feed 1.5 of the 4 free cards
+    # one-card tasks need 4 cores; 6 cores feed 1.5 of the 4 free cards: 2.5 cards starved,
+    # and the cpu balance (4 cores a GPU, the mix's) serves 1.5 of the 4 free GPUs too
     mix = ShapeMix([Shape(4000, 1024, 1000)], starved_weight=0.5)
+    assert mix.cpu_per_gpu == 4000
     assert mix.fragment(6000, 1 << 20, (1000,) * 4) == 0            # the paper's measure
-    assert mix.cost(6000, 1 << 20, (1000,) * 4) == pytest.approx(0.5 * 2.5 * 1000)
+    assert mix.cost(6000, 1 << 20, (1000,) * 4) == pytest.approx(
+        0.5 * (2.5 * 1000 + BALANCE_FACTOR * 2.5 * 1000))
     assert mix.cost(16000, 1 << 20, (1000,) * 4) == 0               # cpu for all four
+
+
+def test_cpu_balance_counts_partly_used_cards_the_cpu_cannot_serve() -> None:
+    # shares of half a card asking 2 cores (4 a GPU) and one-card tasks asking 8, equal GPU
+    # demand: 6 cores a GPU. 3 cores serve 0.5 of the 1.5 GPU free; the one-card shape does
+    # not fit (the paper counts that) and no whole card is starved, so only the balance sees
+    # the 1,000 milli unserved; 9 cores serve all of it.
+    mix = ShapeMix([Shape(2000, 1024, 500), Shape(8000, 1024, 1000)], starved_weight=0.5)
+    assert mix.cpu_per_gpu == pytest.approx(6000)
+    frees = (500, 1000)
+    assert mix.cost(3000, 1 << 20, frees) - mix.fragment(3000, 1 << 20, frees) == \
+        pytest.approx(0.5 * BALANCE_FACTOR * 1000)
+    assert mix.cost(9000, 1 << 20, frees) == mix.fragment(9000, 1 << 20, frees)
+
+
+def test_cpu_balance_draws_a_cpu_light_share_to_a_node_poor_in_cpu() -> None:
+    # a: one free card with 2 cores (poor), b: one free card with 20 cores (rich); a share
+    # asking 1 core serves a's GPU better than b's, where cpu is plentiful anyway
+    mix = ShapeMix([Shape(1000, 1024, 500), Shape(8000, 1024, 1000)], starved_weight=0.5)
+    light = (1000, 1024, 500)
+    on_a = mix.best(2000, 1 << 20, (1000,), (True,), *light)
+    on_b = mix.best(20000, 1 << 20, (1000,), (True,), *light)
+    assert on_a is not None and on_b is not None
+    assert on_a[0] < on_b[0]
+    paper = ShapeMix(mix.shapes, starved_weight=0.0)
+    assert paper.cost(2000, 1 << 20, (1000,)) == paper.fragment(2000, 1 << 20, (1000,))
     paper = ShapeMix([Shape(4000, 1024, 1000)], starved_weight=0.0)
     assert paper.cost(6000, 1 << 20, (1000,) * 4) == 0
 
@@ -161,16 +190,26 @@ def test_starved_weight_is_off_on_models_constrained_tasks_name(
     assert ShapeMix(CPU_HUNGRY, 0.5, spared).starved_weight_on(models) == want
 
 
-def test_a_spared_model_is_judged_by_the_papers_gradient() -> None:
-    # 20 cores for 4 cards of 5-core tasks: a 12-core task starves 2.4 cards (see above)
+def unfed(mix: ShapeMix, cpu: int, frees: tuple[int, ...] | list[int]) -> float:
+    """The free milli-GPU a node's cpu cannot serve at the mix's cpu per GPU."""
+    return max(0.0, sum(frees) - cpu * 1000 / mix.cpu_per_gpu)
+
+
+def test_a_spared_model_is_judged_by_the_papers_gradient_and_the_cpu_balance() -> None:
+    # 20 cores for 4 cards of 5-core tasks: a 12-core task starves 2.4 cards (see above);
+    # on a spared model only the cpu balance (4.5 cores a GPU here) counts beside the paper's
     mix = ShapeMix(CPU_HUNGRY, 0.5, {"T4"})
     paper = ShapeMix(CPU_HUNGRY, 0.0)
     args = (20000, 1 << 20, (1000,) * 4, (True,) * 4, 12000, 1024, 1000)
-    assert mix.best(*args, models={"T4"}) == paper.best(*args)
+    on_t4, paper_best = mix.best(*args, models={"T4"}), paper.best(*args)
+    assert on_t4 is not None and paper_best is not None
+    balance = 0.5 * BALANCE_FACTOR * (unfed(mix, 8000, (1000,) * 3)
+                                      - unfed(mix, 20000, (1000,) * 4))
+    assert on_t4[1] == paper_best[1]
+    assert on_t4[0] == pytest.approx(paper_best[0] + balance)
     on_g2 = mix.best(*args, models={"G2"})
-    paper_best = paper.best(*args)
-    assert on_g2 is not None and paper_best is not None
-    assert on_g2[0] > paper_best[0]      # the term still counts on an unnamed model
+    assert on_g2 is not None
+    assert on_g2[0] > on_t4[0]      # the whole-card term still counts on an unnamed model
 
 
 node_states = st.tuples(st.integers(0, 64000), st.integers(0, 1 << 18),
@@ -191,11 +230,15 @@ def test_the_term_is_never_negative_and_spares_exactly_the_named_models(
     paper = ShapeMix(CPU_HUNGRY, 0.0)
     assert mix.cost(cpu, memory, frees, models) >= mix.fragment(cpu, memory, frees)
     assert paper.cost(cpu, memory, frees, models) == paper.fragment(cpu, memory, frees)
-    same = paper if spared & models else unspared    # named: the paper's; else unchanged
-    assert mix.cost(cpu, memory, frees, models) == same.cost(cpu, memory, frees)
+    if spared & models:     # named: the paper's, plus the cpu balance (never spared)
+        balance = weight * BALANCE_FACTOR * unfed(mix, cpu, frees)
+        assert mix.cost(cpu, memory, frees, models) == pytest.approx(
+            paper.cost(cpu, memory, frees) + balance)
+        return
+    assert mix.cost(cpu, memory, frees, models) == unspared.cost(cpu, memory, frees)
     eligible = [True] * len(frees)
     assert mix.best(cpu, memory, frees, eligible, *req, models) == \
-        same.best(cpu, memory, frees, eligible, *req)
+        unspared.best(cpu, memory, frees, eligible, *req)
 
 
 # -- the GPU pinned tasks need, held against tasks that could run elsewhere -------------------
