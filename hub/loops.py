@@ -53,7 +53,10 @@ class _Slice:
     """Decisions of one slice of a cycle, applied in memory, their commit queued."""
 
     staged: Staged
-    placed: list[tuple[ActiveTask, PlacementResult]]
+    # The tasks only, not their results: a result's score table reads the engine's rows
+    # through a journal the engine keeps current while the result lives (``ShapeTable.lend``),
+    # so thousands of slices waiting on their commits made every decision copy rows for them.
+    placed: list[ActiveTask]
     decided_at: float
 
 
@@ -242,7 +245,8 @@ class PlacementLoop:
                waiting: list[tuple[ActiveTask, PlacementResult]],
                held: list[tuple[ActiveTask, str]]) -> _Slice:
         """Apply one slice in memory and queue its commit."""
-        return _Slice(self.tasks.stage(placed, waiting, held), placed, time.time())
+        return _Slice(self.tasks.stage(placed, waiting, held), [t for t, _ in placed],
+                      time.time())
 
     async def _deliver(self, prev: asyncio.Future[None] | None, done: asyncio.Future[None],
                        out: asyncio.Queue[_Slice | _End], cycle: Cycle,
@@ -261,7 +265,7 @@ class PlacementLoop:
                 commands = await item.staged.durable()
                 if commands:
                     self.metrics.stages.placed(
-                        ((t.id, t.created_at.timestamp()) for t, _ in item.placed),
+                        ((t.id, t.created_at.timestamp()) for t in item.placed),
                         cycle_at, item.decided_at, time.time())
                 elif item.placed:
                     self.poke()   # the commit failed: they are Queued again

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 
 from fuyao.errors import Conflict, FuyaoError, NotFound, Unauthenticated
 from hub.store import convert
+from hub.store.bulk import BulkWriter
 from hub.store.engine import (
     DEFAULT_BUSY_TIMEOUT_S,
     WRITE_OPTION,
@@ -59,6 +60,7 @@ T = TypeVar("T")
 Fence = Callable[[Connection], None]
 _CHUNK = 500   # ids per IN (...) query
 TASKS, EVENTS, PLACEMENTS = TABLES["tasks"], TABLES["task_events"], TABLES["placements"]
+_UPDATE_TASK = sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id"))
 JOIN_TOKENS, CREDENTIALS = TABLES["join_tokens"], TABLES["cluster_credentials"]
 
 
@@ -76,6 +78,7 @@ class Store(IdentityStore, QueueRows):
         self._engine = create_engine(self.url, busy_timeout_s)
         self._expected_version = LATEST_VERSION
         self._schema_ok = False
+        self._bulk = BulkWriter()   # the many-row statements of ``apply``, compiled once
         # Run at the start of every write transaction (``hub.ha`` sets the leader's epoch
         # check here): it raises to refuse the write, so a deposed leader writes nothing.
         self.fence: Fence | None = None
@@ -384,15 +387,12 @@ class Store(IdentityStore, QueueRows):
                         {"_task_id": task_id, **changes})
                 updated = 0
                 for params in by_keys.values():
-                    updated += conn.execute(
-                        sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id")),
-                        params).rowcount
+                    updated += self._bulk.execute(conn, "update task", _UPDATE_TASK, params)
                 if updated != len(merged):
                     _require_tasks(s, merged)
-                if event_values:
-                    conn.execute(sa.insert(EVENTS), event_values)
-                if placement_values:
-                    conn.execute(sa.insert(PLACEMENTS), placement_values)
+                self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
+                self._bulk.execute(conn, "insert placements", sa.insert(PLACEMENTS),
+                                   placement_values)
         except Conflict:
             with self._read("check task ids") as s:
                 _require_tasks(s, ids)
