@@ -17,14 +17,14 @@ from fuyao.wire.v1 import agent_pb2 as pb
 from hub import loops
 from tests.hub.agentkit import RawAgent, gpu_node
 from tests.hub.conftest import HubHarness
-from tests.hub.test_agent_channel import join, task, until
+from tests.hub.test_agent_channel import inventoried, join, task, until
 
 
 async def batch_agent(h: HubHarness, name: str, features: tuple[str, ...]) -> RawAgent:
     agent = RawAgent(h.agent_address, name)
     await agent.register(await join(h, name))
     await agent.connect([gpu_node("n0", "NVIDIA-A100-SXM4-80GB", 8)], features=features)
-    await until(h, lambda: h.hub.clusters.entries[name].record.state == "Ready")
+    await until(h, lambda: inventoried(h, name, 1))
     return agent
 
 

@@ -30,7 +30,7 @@ from hub.store.tables import TABLES
 from member_agent.identity import new_key
 from tests.hub.agentkit import RawAgent, enroll, gpu_node
 from tests.hub.conftest import HubHarness, free_port, start_harness, stop_harness
-from tests.hub.test_agent_channel import join, task, until
+from tests.hub.test_agent_channel import inventoried, join, task, until
 
 A100 = "NVIDIA-A100-PCIE-40GB"
 ADDRESS = ("ipv4:127.0.0.1", "ipv6:")
@@ -56,7 +56,7 @@ async def mtls_agent(h: HubHarness, name: str, nodes: list[Any], **join_extra: A
     client = await enroll(h.register_address, ca(h), name, await join(h, name, **join_extra))
     agent = RawAgent(h.agent_address, name, ca(h), client)
     await agent.connect(nodes)
-    await until(h, lambda: h.hub.clusters.entries[name].record.state == "Ready")
+    await until(h, lambda: inventoried(h, name, len(nodes)))
     return agent, client
 
 

@@ -26,11 +26,19 @@ async def join(h: HubHarness, name: str, **extra: Any) -> str:
     return token
 
 
+def inventoried(h: HubHarness, name: str, nodes: int) -> bool:
+    """The cluster is Ready (its Hello arrived) and its Inventory is applied: Ready alone
+    comes a message before the nodes do."""
+    info = h.hub.fleet.cluster(name)
+    return (h.hub.clusters.entries[name].record.state == "Ready" and info is not None
+            and info.node_count >= nodes)
+
+
 async def ready_agent(h: HubHarness, name: str, nodes: list[Any], **extra: Any) -> RawAgent:
     agent = RawAgent(h.agent_address, name)
     await agent.register(await join(h, name, **extra))
     await agent.connect(nodes)
-    await until(h, lambda: h.hub.clusters.entries[name].record.state == "Ready")
+    await until(h, lambda: inventoried(h, name, len(nodes)))
     return agent
 
 

@@ -27,6 +27,7 @@ from fuyao.wire.v1 import agent_pb2 as pb
 from hub.store import EventRecord, TaskUpdate
 from tests.hub.agentkit import RawAgent, gpu_node
 from tests.hub.conftest import HubHarness, start_harness, stop_harness
+from tests.hub.test_agent_channel import inventoried
 
 A100 = "NVIDIA-A100-PCIE-40GB"
 
@@ -106,7 +107,7 @@ async def ready_agent(h: HubHarness, name: str, nodes: list[NodeInfo],
     agent = RawAgent(h.agent_address, name)
     await agent.register(await join(h, name, **extra))
     await agent.connect(nodes)
-    await until(lambda: h.hub.clusters.entries[name].record.state == "Ready")
+    await until(lambda: inventoried(h, name, len(nodes)))
     return agent
 
 

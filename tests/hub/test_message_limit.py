@@ -19,7 +19,7 @@ from hub.config import HubConfig, check_config
 from hub.sessions import pack
 from tests.hub.agentkit import RawAgent, gpu_node
 from tests.hub.conftest import HubHarness, start_harness, stop_harness
-from tests.hub.test_agent_channel import join, task, until
+from tests.hub.test_agent_channel import inventoried, join, task, until
 
 LIMIT = 8192
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -38,7 +38,7 @@ async def agent(h: HubHarness, features: tuple[str, ...]) -> RawAgent:
     a = RawAgent(h.agent_address, "east")
     await a.register(await join(h, "east"))
     await a.connect([gpu_node("n0", A100, 8, cpu=256)], features=features)
-    await until(h, lambda: h.hub.clusters.entries["east"].record.state == "Ready")
+    await until(h, lambda: inventoried(h, "east", 1))
     return a
 
 
