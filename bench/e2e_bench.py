@@ -281,15 +281,17 @@ def cpu_ms_per_task(before: dict[str, float], after: dict[str, float],
 
 
 def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse.Namespace,
-          prefix: str, count: int, spec: dict[str, Any], rate: float = 0.0) -> dict[str, Any]:
-    """Submit ``count`` tasks, wait until all run; throughput, latency, breakdown."""
+          prefix: str, count: int, spec: dict[str, Any], rate: float = 0.0,
+          batch: int = 0) -> dict[str, Any]:
+    """Submit ``count`` tasks in batches of ``batch`` (default ``--batch``), wait until all
+    run; throughput, latency, breakdown."""
     before = metrics.scrape()
     assert stack.hub is not None
     pid = stack.hub.popen.pid
     profiler = Profiler(args.profile, pid, prefix)
     cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
-    offered = submit(stack, prefix, count, args.batch, spec, rate, args.submitters)
+    offered = submit(stack, prefix, count, batch or args.batch, spec, rate, args.submitters)
     wait_for(lambda: metrics.count("Queued") == 0, args.timeout, "every task placed")
     placed = count / (time.perf_counter() - started)
     wait_for(lambda: metrics.count("Placed") == 0, args.timeout, "every task running")
@@ -344,7 +346,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 rate = args.rate or burst["placements_per_s"] / 2
                 result["half_load"] = phase(
                     stack, client, metrics, args, "half", max(1, round(rate * args.half_seconds)),
-                    {"gpu": 1, "duration": f"{args.half_duration:g}s"}, rate)
+                    {"gpu": 1, "duration": f"{args.half_duration:g}s"}, rate, args.half_batch)
+                result["half_load"]["batch"] = args.half_batch or args.batch
             result["baseline_grpc_echo_per_s"] = round(grpc_echo.echo_rate(args.echo), 1)
             result["baseline_rest_rtt_ms"] = round(_rtt(client) * 1000, 2)
             # Last, so they never sit in the queue of a measured phase: nothing can place them.
@@ -404,12 +407,14 @@ def markdown(result: dict[str, Any]) -> str:
 BOUNDS: dict[str, tuple[float, float]] = {
     "clusters": (1, 1000), "nodes": (1, 100_000), "tasks": (1, 1_000_000),
     "batch": (1, 10_000),      # the REST batch limit (fuyao.spec.TaskBatch)
+    "half_batch": (0, 10_000),
     "submitters": (1, 256), "sample": (1, 1_000_000),
     "echo": (1, 10_000_000), "burst_duration": (0, 86_400), "rate": (0, 1_000_000),
     "half_seconds": (0, 3_600), "half_duration": (0, 86_400), "timeout": (1, 86_400),
     "ready_timeout": (0, 86_400),
 }
-"""Each numeric flag's allowed range (``rate`` and ``ready_timeout``: 0 means the default)."""
+"""Each numeric flag's allowed range (``rate``, ``half_batch`` and ``ready_timeout``: 0 means
+the default)."""
 
 
 def _out_of_bounds(args: argparse.Namespace) -> str | None:
@@ -440,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=0,
                         help="half-load rate, tasks/s (default: half the burst's placements/s)")
     parser.add_argument("--half-seconds", type=float, default=4)
+    parser.add_argument("--half-batch", type=int, default=0,
+                        help="tasks per REST batch in the half load (default: --batch; at "
+                             "200 a batch arrives every 200/rate seconds, all at once)")
     parser.add_argument("--half-duration", type=float, default=2,
                         help="seconds each half-load task runs")
     parser.add_argument("--sample", type=int, default=200, help="tasks sampled for latency")

@@ -33,6 +33,7 @@ from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub.agentpki import AgentCertificates
 from hub.auth.actor import agent_actor
 from hub.core import Hub
+from hub.endings import Endings, started
 from hub.fleet import collector_paused
 from hub.loops import send_all
 from hub.sessions import AgentSession, pack
@@ -260,16 +261,22 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
     async def _read(self, session: AgentSession,
                     messages: AsyncIterator[pb.AgentMessage]) -> FuyaoError | None:
         """Handle the stream's messages in order; the error that ended it, if one did."""
+        endings = Endings()     # Succeeded / Failed reports whose commits are in flight
         try:
-            async for msg in messages:
-                # Applied whole even if the stream ends meanwhile: a transition cancelled
-                # after its write but before its in-memory step would leave them disagreeing.
-                handling = asyncio.ensure_future(self.handle(session, msg))
-                try:
-                    await asyncio.shield(handling)
-                except asyncio.CancelledError:
-                    await handling
-                    raise
+            try:
+                async for msg in messages:
+                    # Applied whole even if the stream ends meanwhile: a transition
+                    # cancelled after its write but before its in-memory step would leave
+                    # them disagreeing (an ending in flight is a task of its own).
+                    handling = asyncio.ensure_future(self.handle(session, msg, endings))
+                    try:
+                        await asyncio.shield(handling)
+                    except asyncio.CancelledError:
+                        await handling
+                        raise
+            finally:
+                if endings:
+                    await asyncio.shield(endings.drain())
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError:
@@ -302,22 +309,54 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                              agent_actor(cluster, source))
         return True
 
-    async def handle(self, session: AgentSession, msg: pb.AgentMessage) -> None:
-        """Apply one agent message (or each message of an ``AgentBatch``), in stream order."""
-        hub = self.hub
+    async def handle(self, session: AgentSession, msg: pb.AgentMessage,
+                     endings: Endings | None = None) -> None:
+        """Apply one agent message (or each message of an ``AgentBatch``), in stream order.
+
+        ``endings``: the stream's endings in flight (``_read``), which may outlast this
+        message; without it every ending is durable when this returns.
+        """
+        own = endings is None
+        endings = Endings() if endings is None else endings
+        endings.reap()
         kind = msg.WhichOneof("msg") or "empty"
-        await hub.clusters.heartbeat(session.cluster)
-        if kind != "batch":
-            await self._apply(session, msg, kind)
-            return
-        if len(msg.batch.messages) > MAX_BATCH:
-            raise InvalidInput(f"an AgentBatch carries at most {MAX_BATCH} messages, not "
-                               f"{len(msg.batch.messages)}")
-        for inner in msg.batch.messages:
-            inner_kind = inner.WhichOneof("msg") or "empty"
-            if inner_kind == "batch":
-                raise InvalidInput("an AgentBatch cannot hold another batch")
-            await self._apply(session, inner, inner_kind)
+        await self.hub.clusters.heartbeat(session.cluster)
+        try:
+            if kind != "batch":
+                await self._ordered(session, msg, kind, endings)
+                return
+            if len(msg.batch.messages) > MAX_BATCH:
+                raise InvalidInput(f"an AgentBatch carries at most {MAX_BATCH} messages, "
+                                   f"not {len(msg.batch.messages)}")
+            for inner in msg.batch.messages:
+                inner_kind = inner.WhichOneof("msg") or "empty"
+                if inner_kind == "batch":
+                    raise InvalidInput("an AgentBatch cannot hold another batch")
+                await self._ordered(session, inner, inner_kind, endings)
+        finally:
+            if own:
+                await endings.drain()
+
+    async def _ordered(self, session: AgentSession, msg: pb.AgentMessage, kind: str,
+                       endings: Endings) -> None:
+        """Apply one message in stream order; an ending goes on while the next ones are
+        applied (``hub.endings``), what could depend on one in flight waits for them."""
+        if kind == "task" and msg.task.task_id not in endings:
+            if self._ends(session.cluster, msg.task):
+                endings.add(msg.task.task_id, await started(self._apply(session, msg, kind)))
+                return
+        elif kind not in ("heartbeat", "delta"):
+            await endings.drain()
+        await self._apply(session, msg, kind)
+
+    def _ends(self, cluster: str, report: pb.TaskReport) -> bool:
+        """True for a report that ends an active task of this cluster (Succeeded, Failed):
+        up to its commit wait it runs at once (a report of another cluster's task, which
+        ``_forged`` looks up in the store first, is applied in turn)."""
+        if report.phase not in (pb.TASK_PHASE_SUCCEEDED, pb.TASK_PHASE_FAILED):
+            return False
+        task = self.hub.tasks.active.get(report.task_id)
+        return task is not None and task.cluster == cluster and not task.state.terminal
 
     async def _apply(self, session: AgentSession, msg: pb.AgentMessage, kind: str) -> None:
         """Apply one message that is not a batch."""

@@ -8,6 +8,7 @@ exactly as if its messages had come one by one; a nested batch ends the stream.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import grpc
@@ -107,4 +108,45 @@ async def test_a_nested_batch_ends_the_stream_with_the_reason(harness: HubHarnes
     assert agent.call is not None
     assert code != grpc.StatusCode.OK
     assert "cannot hold another batch" in (await agent.call.details() or "")
+    await agent.close()
+
+
+async def test_an_ending_in_flight_does_not_hold_the_streams_next_reports(
+        harness: HubHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Succeeded report waits for its durable commit before its task is dropped; the
+    stream's later reports of other tasks are applied meanwhile (``hub.endings``)."""
+    h = harness
+    agent = await batch_agent(h, "east", ("batch",))
+    await submit(h, 2)
+    written = await commands(agent, 2)
+    ids = {m.place.name: m.place.task_id
+           for w in written for m in (w.batch.messages if w.WhichOneof("msg") == "batch"
+                                      else [w]) if m.WhichOneof("msg") == "place"}
+    gate = threading.Event()
+    apply = h.hub.writer.store.apply
+
+    def held(updates: Any, events: Any, placements: Any) -> Any:
+        if any(e.kind == "Succeeded" for e in events):
+            gate.wait(10)
+        return apply(updates, events, placements)
+
+    monkeypatch.setattr(h.hub.writer.store, "apply", held)
+
+    def report(name: str, phase: int) -> pb.AgentMessage:
+        return pb.AgentMessage(task=pb.TaskReport(task_id=ids[name], generation=1,
+                                                  phase=phase, node="n0"))
+
+    agent.send(pb.AgentMessage(batch=pb.AgentBatch(messages=[
+        report("t0", pb.TASK_PHASE_RUNNING), report("t0", pb.TASK_PHASE_SUCCEEDED)])))
+    agent.send(pb.AgentMessage(batch=pb.AgentBatch(messages=[
+        report("t1", pb.TASK_PHASE_ACCEPTED), report("t1", pb.TASK_PHASE_RUNNING)])))
+    t1 = h.hub.tasks.by_name("t1")
+    assert t1 is not None
+    await until(h, lambda: t1.state == "Running")
+    t0 = h.hub.tasks.by_name("t0")
+    assert t0 is not None and t0.state == "Succeeded"   # ended in memory, not yet dropped
+    gate.set()
+    await until(h, lambda: h.hub.tasks.by_name("t0") is None)
+    view = await task(h, "t0")
+    assert view["state"] == "Succeeded"
     await agent.close()
