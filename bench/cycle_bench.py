@@ -41,6 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flags import check_bounds  # beside this file
+
 from fuyao.inventory import NodeInfo, ResourceAmounts
 from fuyao.spec import ClusterState, TaskSpec, TaskState
 from hub.config import HubConfig, Timings
@@ -255,10 +257,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="CI size: 200 tasks, 20 nodes")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    bounds = {"nodes": (1, 10_000), "cpus": (1, 1024), "repeat": (1, 100), "profile": (0, 200)}
-    for name, (low, high) in bounds.items():
-        if not low <= getattr(args, name) <= high:
-            p.error(f"--{name} must be from {low} to {high}")
+    check_bounds(p, args, {"nodes": (1, 10_000), "cpus": (1, 1024), "repeat": (1, 100),
+                           "profile": (0, 200)})
     if any(not 1 <= n <= 100_000 for n in args.tasks or []):
         p.error("--tasks must be from 1 to 100000")
     if args.quick:

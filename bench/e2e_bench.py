@@ -44,6 +44,7 @@ from typing import Any
 import grpc_echo  # beside this file
 import httpx
 import yaml
+from flags import check_bounds  # beside this file
 from prometheus_client.parser import text_string_to_metric_families
 
 from fuyaoctl.client import Client
@@ -417,15 +418,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
 the default)."""
 
 
-def _out_of_bounds(args: argparse.Namespace) -> str | None:
-    """The first numeric flag outside ``BOUNDS`` (NaN included), as an error, or None."""
-    for name, (low, high) in BOUNDS.items():
-        value = getattr(args, name)
-        if not low <= value <= high:     # also false for NaN
-            return f"--{name.replace('_', '-')} must be from {low:g} to {high:g}, not {value}"
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -464,8 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None,
                         help="also write the JSON here and the markdown beside it (.md)")
     args = parser.parse_args(argv)
-    if problem := _out_of_bounds(args):
-        parser.error(problem)
+    check_bounds(parser, args, BOUNDS)
     if args.quick:
         args.nodes, args.tasks, args.batch, args.sample, args.echo = 5, 200, 100, 50, 2000
         args.burst_duration, args.half_seconds, args.half_duration = 5, 1, 0.5

@@ -29,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from flags import check_bounds  # beside this file
+
 from hub.agentgate import AgentGate
 
 PING = 512
@@ -183,7 +185,14 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+BOUNDS: dict[str, tuple[float, float]] = {
+    "conns": (1, 1024), "mib": (1, 1024), "pings": (1, 1_000_000),
+    "busy_pings": (1, 1_000_000), "reps": (1, 100), "phase_timeout": (1, 3_600),
+}
+"""Each numeric flag's allowed range."""
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="CI size: 4 x 4 MiB, 300 and 30 pings")
@@ -197,7 +206,8 @@ def main() -> None:
     parser.add_argument("--phase-timeout", type=float, default=120.0,
                         help="seconds a phase may take before the run fails as stalled")
     parser.add_argument("--drive", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    check_bounds(parser, args, BOUNDS)
     if args.drive is not None:
         asyncio.run(drive(args.drive, args.conns, args.mib, args.pings, args.busy_pings))
         return

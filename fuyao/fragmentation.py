@@ -143,8 +143,9 @@ class ShapeMix:
         self._rows = tuple(
             (s.cpu_milli, self._mems.index(s.memory_mib), s.gpu_milli, s.cards, s.weight)
             for s in self.shapes)
-        # cpu milli the workload's GPU tasks ask per whole GPU (the shapes' cpu over their
-        # GPU, weighted by GPU demand): what the cpu balance serves free GPU at
+        # cpu milli the workload's GPU tasks ask per whole GPU: each shape's cpu over its
+        # GPU, averaged by the shapes' popularity (task counts, not GPU demand: the figure
+        # the fifth pass measured); what the cpu balance serves free GPU at
         self.cpu_per_gpu = sum(w * cpu * WHOLE / (milli * cards)
                                for cpu, _, milli, cards, w in self._rows)
         self._memo: dict[FreeState, tuple[float, float, float]] = {}

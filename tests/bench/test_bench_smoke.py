@@ -127,3 +127,13 @@ def test_gate_bench_relays_bytes_and_round_trips_and_reports_their_cost() -> Non
     assert gate["bulk_mib_per_s"] > 0 and gate["pings_per_s"] > 0
     assert gate["bulk_loop_cpu_ms_per_mib"] > 0 and gate["pings_loop_cpu_us_per_trip"] > 0
     assert gate["busy_pings_per_s"] > 0
+
+
+@pytest.mark.parametrize("flag", [("--conns", "0"), ("--mib", "-1"), ("--reps", "1000"),
+                                  ("--phase-timeout", "nan")])
+def test_gate_bench_refuses_out_of_range_flags_before_starting_anything(
+        flag: tuple[str, str]) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gate_bench.py"), *flag],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert f"{flag[0]} must be from" in done.stderr
