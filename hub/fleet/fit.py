@@ -572,11 +572,12 @@ def _pick_devices(
     want = requests.gpu_milli
     if want == 0:
         return []
-    for (cls_model, memory), slot in sorted(state.classes.items()):
+    by_class = zip(state.classes.items(), state.class_ids(), strict=True)
+    for ((cls_model, memory), slot), ids in sorted(by_class, key=lambda entry: entry[0][0]):
         if (model is not None and cls_model != model) or memory < requests.gpu_memory_mib:
             continue
         frees = [(f - hold.devices.get(d, 0), i, d) for i, (d, f) in
-                 enumerate(zip(slot.ids, slot.frees, strict=True))]
+                 enumerate(zip(ids, slot.frees, strict=True))]
         if want >= WHOLE:
             whole = [d for f, _, d in frees if f >= WHOLE][: want // WHOLE]
             if len(whole) == want // WHOLE:

@@ -58,14 +58,15 @@ class Hold:
 
 
 class ClassSlot:
-    """A node's devices of one class: their ids, free shares as reported, and effective ones."""
+    """A node's devices of one class: free shares as reported, effective ones, and counts.
 
-    __slots__ = ("free_memory", "frees", "full", "ids", "partial", "reported")
+    Holds no device ids (``NodeState.class_ids`` has them), so nodes whose devices of a class
+    report the same shares share one slot (``_one_class``); read-only once built."""
 
-    def __init__(self, ids: Sequence[str], frees: tuple[int, ...],
-                 reported: tuple[int, ...] | None = None,
+    __slots__ = ("free_memory", "frees", "full", "partial", "reported")
+
+    def __init__(self, frees: tuple[int, ...], reported: tuple[int, ...] | None = None,
                  free_memory: tuple[int, ...] = ()) -> None:
-        self.ids = ids
         self.frees = frees                                  # after hub holds
         self.reported = frees if reported is None else reported   # as the agent reported
         self.free_memory = free_memory                      # reported free MiB per device
@@ -109,14 +110,16 @@ class NumberedIds(Sequence[str]):
 _NUMBERS = tuple(map(str, range(256)))
 
 
-def _compact_ids(node: str, start: int, ids: tuple[str, ...]) -> Sequence[str]:
-    """``NumberedIds`` when ``ids`` follow the agents' naming from ``start``, else ``ids``."""
-    end = start + len(ids)
-    if end <= len(_NUMBERS):   # the spelled-out ids, built by concatenation (no formatting)
-        named = tuple(map(f"{node}/gpu".__add__, _NUMBERS[start:end]))
-    else:
-        named = tuple(NumberedIds(node, start, len(ids)))
-    return NumberedIds(node, start, len(ids)) if named == ids else ids
+def _numbered(node: str, ids: Sequence[str]) -> bool:
+    """True when ``ids`` are ``<node>/gpu0``, ``<node>/gpu1``, ... (the agents' naming).
+
+    Compared as two strings joined by NUL, no id built: when ``node`` has no NUL, equal
+    strings split at NUL into the same pieces, so there is one id per piece, the one expected."""
+    count = len(ids)
+    if count > len(_NUMBERS) or "\0" in node:
+        return tuple(ids) == tuple(NumberedIds(node, 0, count))
+    prefix = node + "/gpu"
+    return not count or "\0".join(ids) == prefix + ("\0" + prefix).join(_NUMBERS[:count])
 
 
 class NodeLabels(Mapping[str, str]):
@@ -166,28 +169,38 @@ _ABSENT = object()
 Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]
 """A node's devices as reported, by class: (class, ids, free shares, free memory MiB)."""
 
+Ids = tuple[tuple[str, ...], ...] | None
+"""A node's device ids per class (in ``classes`` order), or None for the agents' naming:
+``<node>/gpu0``, ``<node>/gpu1``, ... through the classes in order."""
+
+OneClass = tuple[dict[DeviceClass, ClassSlot], Mapping[str, int], Mapping[str, int]]
+"""What a fresh report of one device class files: (classes, model_devices, model_used)."""
+
 
 class NodeState:
     """A node's effective state: reported free minus hub holds (read-only once built).
 
     It keeps no ``NodeInfo``: the report is held in compact form (shared allocatable,
-    devices as per-class tuples of ids and reported free shares, the order they came in
-    only when it differs from class order) and ``info`` rebuilds an equal ``NodeInfo`` when
-    asked (REST node lists, planning - off the placement path). Memory (a fleet holds one per
-    node, 1,000,000 at 1,000 x 1,000): the per-model sums, the allocatable amounts and the
-    free-share tuples are shared between nodes that have the same, the per-device free
-    shares live only in ``classes`` (``dev_free`` is built when asked), and the used
+    devices as per-class slots of reported free shares, their ids only when they are not
+    the agents' naming, the order they came in only when it differs from class order) and
+    ``info`` rebuilds an equal ``NodeInfo`` when asked (REST node lists, planning - off the
+    placement path). Memory (a fleet holds one per node, 1,000,000 at 1,000 x 1,000): the
+    per-model sums, the allocatable amounts and the free-share tuples are shared between
+    nodes that have the same; so are, for a fresh report of one device class (most nodes),
+    the ``classes`` mapping and its slot (nodes reporting the same shares share them: no
+    per-node container the collector walks); ``dev_free`` is built when asked, and the used
     amounts are derived.
     """
 
     __slots__ = (
-        "alloc", "classes", "cpu", "free", "labels", "mem", "model_devices", "model_used",
-        "name", "order", "pods", "primary", "schedulable",
+        "alloc", "classes", "cpu", "free", "ids", "labels", "mem", "model_devices",
+        "model_used", "name", "order", "pods", "primary", "schedulable",
     )
 
     def __init__(self, info: NodeInfo, hold: Hold | None) -> None:
         devices = info.devices
         order: tuple[int, ...] | None = None
+        ids: Ids = None
         if not devices:
             reported: Reported = ()
         else:
@@ -196,24 +209,27 @@ class NodeState:
                 *map(_device_fields, devices), strict=True)
             count = len(models)
             if models.count(models[0]) == count and memories.count(memories[0]) == count:
-                cls = _interned(_classes_seen, (models[0], memories[0]))   # one class: most
-                ids = _compact_ids(info.name, 0, raw_ids)
+                cls = (models[0], memories[0])   # one class: most reports
+                ids = None if _numbered(info.name, raw_ids) else (raw_ids,)
                 if hold is None:   # a fresh report: _fill without its loops
                     self._fill_one(info, cls, ids, frees, memory)
                     return
-                reported = ((cls, ids, _shared_frees(frees), _shared_frees(memory)),)
+                reported = ((_interned(_classes_seen, cls), raw_ids, _shared_frees(frees),
+                             _shared_frees(memory)),)
             else:
-                reported, order = _by_class(info.name, devices)
+                reported, ids, order = _by_class(info.name, devices)
         self._fill(info.name, info.labels, _shared_amounts(info.allocatable), info.free,
-                   not info.unschedulable, reported, order, hold)
+                   not info.unschedulable, reported, ids, order, hold)
 
-    def _fill_one(self, info: NodeInfo, cls: DeviceClass, ids: Sequence[str],
+    def _fill_one(self, info: NodeInfo, cls: DeviceClass, ids: Ids,
                   frees: tuple[int, ...], memory: tuple[int, ...]) -> None:
         """``_fill`` for a report of one device class and no hold (what most reports are)."""
         # the shared caches read inline (``x.get(k) or f(k)``): one call less each, per node
-        reported = effective = _frees_seen.get(frees) or _shared_frees(frees)
-        if max(frees) > WHOLE or min(frees) < 0:
-            effective = _shared_frees(tuple(min(WHOLE, max(0, f)) for f in frees))
+        key = (cls, frees, memory)
+        self.classes, self.model_devices, self.model_used = (
+            _one_class_seen.get(key) or _one_class(key))
+        self.primary = cls[0]
+        self.ids = ids
         self.name = info.name
         self.labels = info.labels
         alloc = info.allocatable
@@ -226,32 +242,23 @@ class NodeState:
         self.cpu = cpu if cpu > 0 else 0
         self.mem = mem if mem > 0 else 0
         self.pods = pods if pods > 0 else 0
-        slot = _new_slot(ClassSlot)
-        slot.ids, slot.frees, slot.reported = ids, effective, reported
-        slot.free_memory = _frees_seen.get(memory) or _shared_frees(memory)
-        slot.full, slot.partial = _counts_seen.get(effective) or _counts(effective)
-        self.classes = {cls: slot}
-        model = self.primary = cls[0]
-        count = len(frees)
-        used = WHOLE * count - sum(effective)
-        self.model_devices = _shared_maps.get(((model, count),)) or _shared({model: count})
-        self.model_used = _shared_maps.get(((model, used),)) or _shared({model: used})
 
     def held(self, hold: Hold | None) -> NodeState:
         """The same report with another hold (a reservation placed or given back)."""
         state = NodeState.__new__(NodeState)
         state._fill(self.name, self.labels, self.alloc, self.free, self.schedulable,
-                    self.reported, self.order, hold)
+                    self.reported, self.ids, self.order, hold)
         return state
 
     def _fill(self, name: str, labels: Mapping[str, str], alloc: ResourceAmounts,
-              free: ResourceAmounts, schedulable: bool, reported: Reported,
+              free: ResourceAmounts, schedulable: bool, reported: Reported, ids: Ids,
               order: tuple[int, ...] | None, hold: Hold | None) -> None:
         self.name = name
         self.labels = labels
         self.alloc = alloc
         self.free = free
         self.schedulable = schedulable
+        self.ids = ids
         self.order = order
         if hold is None:
             cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
@@ -272,16 +279,16 @@ class NodeState:
         model_devices: dict[str, int] = {}
         model_used: dict[str, int] = {}
         classes: dict[DeviceClass, ClassSlot] = {}
-        for cls, ids, frees, memory in reported:
+        for cls, class_ids, frees, memory in reported:
             effective = frees
             if held_devices or (frees and (max(frees) > WHOLE or min(frees) < 0)):
                 effective = _shared_frees(tuple(
                     min(WHOLE, max(0, f - held_devices.get(d, 0)))
-                    for d, f in zip(ids, frees, strict=True)))
+                    for d, f in zip(class_ids, frees, strict=True)))
             model = cls[0]
-            model_devices[model] = model_devices.get(model, 0) + len(ids)
-            model_used[model] = model_used.get(model, 0) + WHOLE * len(ids) - sum(effective)
-            classes[cls] = ClassSlot(ids, effective, frees, memory)
+            model_devices[model] = model_devices.get(model, 0) + len(frees)
+            model_used[model] = model_used.get(model, 0) + WHOLE * len(frees) - sum(effective)
+            classes[cls] = ClassSlot(effective, frees, memory)
         self.model_devices = _shared(model_devices)
         self.model_used = _shared(model_used)
         self.classes = classes
@@ -291,22 +298,40 @@ class NodeState:
             self.primary = (min(model_devices, key=lambda m: (-model_devices[m], m))
                             if model_devices else NO_MODEL)
 
+    def class_ids(self) -> list[Sequence[str]]:
+        """Each class's device ids, in ``classes`` order."""
+        if self.ids is not None:
+            return list(self.ids)
+        out: list[Sequence[str]] = []
+        start = 0
+        for slot in self.classes.values():
+            size = len(slot.frees)
+            out.append(NumberedIds(self.name, start, size))
+            start += size
+        return out
+
     @property
     def reported(self) -> Reported:
         """The devices as reported, by class (what ``held`` rebuilds from)."""
-        return tuple((cls, slot.ids, slot.reported, slot.free_memory)
-                     for cls, slot in self.classes.items())
+        return tuple((cls, ids, slot.reported, slot.free_memory)
+                     for (cls, slot), ids in zip(self.classes.items(), self.class_ids(),
+                                                 strict=True))
+
+    def _devices(self) -> list[tuple[str, int, str, int, int]]:
+        """(model, memory, id, free, free memory) of each device, in report order."""
+        kept = [(model, memory, dev, free, free_memory)
+                for ((model, memory), slot), ids in zip(self.classes.items(), self.class_ids(),
+                                                        strict=True)
+                for dev, free, free_memory in zip(ids, slot.reported, slot.free_memory,
+                                                  strict=True)]
+        return kept if self.order is None else [kept[k] for k in self.order]
 
     @property
     def info(self) -> NodeInfo:
         """The node's last report, rebuilt (equal to the ``NodeInfo`` it was built from)."""
-        devices = [DeviceInfo(dev, model, memory, free, free_memory)
-                   for (model, memory), slot in self.classes.items()
-                   for dev, free, free_memory in zip(slot.ids, slot.reported, slot.free_memory,
-                                                     strict=True)]
-        if self.order is not None:
-            devices = [devices[k] for k in self.order]
-        return NodeInfo(self.name, dict(self.labels), self.alloc, self.free, tuple(devices),
+        devices = tuple(DeviceInfo(dev, model, memory, free, free_memory)
+                        for model, memory, dev, free, free_memory in self._devices())
+        return NodeInfo(self.name, dict(self.labels), self.alloc, self.free, devices,
                         not self.schedulable)
 
     def reports(self, info: NodeInfo) -> bool:
@@ -316,16 +341,10 @@ class NodeState:
         rebuilding the report."""
         if not (info.name == self.name and info.unschedulable != self.schedulable
                 and info.free == self.free and info.allocatable == self.alloc
-                and len(info.devices) == sum(len(s.ids) for s in self.classes.values())
+                and len(info.devices) == sum(len(s.frees) for s in self.classes.values())
                 and info.labels == self.labels):
             return False
-        kept = [(model, memory, dev, free, free_memory)
-                for (model, memory), slot in self.classes.items()
-                for dev, free, free_memory in zip(slot.ids, slot.reported, slot.free_memory,
-                                                  strict=True)]
-        if self.order is not None:
-            kept = [kept[k] for k in self.order]
-        return list(map(_device_fields, info.devices)) == kept
+        return list(map(_device_fields, info.devices)) == self._devices()
 
     @property
     def used_cpu(self) -> int:
@@ -340,12 +359,15 @@ class NodeState:
     @property
     def dev_free(self) -> dict[str, int]:
         """Device id -> effective free milli-share (a new dict, built from ``classes``)."""
-        return {dev: free for slot in self.classes.values()
-                for dev, free in zip(slot.ids, slot.frees, strict=True)}
+        return {dev: free for slot, ids in zip(self.classes.values(), self.class_ids(),
+                                               strict=True)
+                for dev, free in zip(ids, slot.frees, strict=True)}
 
 
-def _by_class(node: str, devices: Sequence[DeviceInfo]) -> tuple[Reported, tuple[int, ...] | None]:
-    """Devices of several classes, grouped by class, and where each sits in class order."""
+def _by_class(node: str, devices: Sequence[DeviceInfo]) -> tuple[Reported, Ids,
+                                                                 tuple[int, ...] | None]:
+    """Devices of several classes, grouped by class: (reported, ids, where each device sits
+    in class order or None when it is already there)."""
     seen = list(map(_device_class, devices))
     grouped: dict[DeviceClass, tuple[list[str], list[int], list[int]]] = {}
     for cls, dev in zip(seen, devices, strict=True):
@@ -354,14 +376,12 @@ def _by_class(node: str, devices: Sequence[DeviceInfo]) -> tuple[Reported, tuple
         frees.append(dev.free_milli)
         memory.append(dev.free_memory_mib)
     order = _order(seen, grouped)
-    starts = [0]
-    for ids, _, _ in grouped.values():
-        starts.append(starts[-1] + len(ids))
-    reported = tuple(
-        (cls, _compact_ids(node, start, tuple(ids)) if order is None else tuple(ids),
-         _shared_frees(tuple(frees)), _shared_frees(tuple(mem)))
-        for (cls, (ids, frees, mem)), start in zip(grouped.items(), starts, strict=False))
-    return reported, order
+    reported = tuple((_interned(_classes_seen, cls), tuple(ids), _shared_frees(tuple(frees)),
+                      _shared_frees(tuple(mem))) for cls, (ids, frees, mem) in grouped.items())
+    kept: Ids = tuple(ids for _, ids, _, _ in reported)
+    if order is None and _numbered(node, [d for ids in kept for d in ids]):
+        kept = None
+    return reported, kept, order
 
 
 def _order(
@@ -445,7 +465,25 @@ def _shared(counts: dict[str, int]) -> Mapping[str, int]:
     return found
 
 
-_new_slot = object.__new__
+_one_class_seen: dict[tuple[DeviceClass, tuple[int, ...], tuple[int, ...]], OneClass] = {}
+
+
+def _one_class(key: tuple[DeviceClass, tuple[int, ...], tuple[int, ...]]) -> OneClass:
+    """The one kept (classes, model_devices, model_used) of a fresh one-class report whose
+    devices report ``key`` = (class, free shares, free memory MiB)."""
+    cls, frees, memory = key
+    cls = _interned(_classes_seen, cls)
+    reported = effective = _shared_frees(frees)
+    if max(frees) > WHOLE or min(frees) < 0:
+        effective = _shared_frees(tuple(min(WHOLE, max(0, f)) for f in frees))
+    model, count = cls[0], len(frees)
+    used = WHOLE * count - sum(effective)
+    if len(_one_class_seen) >= _SHARED_KEPT:
+        _one_class_seen.clear()   # nodes keep theirs; new ones start sharing afresh
+    found = _one_class_seen[(cls, reported, _shared_frees(memory))] = (
+        {cls: ClassSlot(effective, reported, _shared_frees(memory))},
+        _shared({model: count}), _shared({model: used}))
+    return found
 
 
 @contextmanager

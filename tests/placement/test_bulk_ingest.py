@@ -63,8 +63,9 @@ def state_of(node: NodeState) -> tuple[object, ...]:
     return (node.name, list(labels.items()), labels.key, labels.own, node.alloc, node.free,
             node.schedulable, node.order, node.cpu, node.mem, node.pods,
             dict(node.model_devices), dict(node.model_used), node.primary, node.info,
-            [(cls, type(slot.ids), tuple(slot.ids), slot.frees, slot.reported,
-              slot.free_memory, slot.full, slot.partial) for cls, slot in node.classes.items()])
+            node.ids, [tuple(ids) for ids in node.class_ids()],
+            [(cls, slot.frees, slot.reported, slot.free_memory, slot.full, slot.partial)
+             for cls, slot in node.classes.items()])
 
 
 def group_of(group: Group) -> tuple[object, ...]:

@@ -46,7 +46,7 @@ def test_the_rebuilt_report_is_the_report(drawn: list[tuple[str, int, int, int]]
     assert state.cpu == max(0, cpu - 1000) and state.schedulable is not unschedulable
     assert state.dev_free == {d.id: min(1000, max(0, d.free_milli - hold.devices.get(d.id, 0)))
                               for d in info.devices}
-    assert sorted(d for slot in state.classes.values() for d in slot.ids) == sorted(
+    assert sorted(d for ids in state.class_ids() for d in ids) == sorted(
         d.id for d in info.devices)
     assert not state.reports(report(drawn, cpu + 1, unschedulable, prefix))
     if drawn:
