@@ -11,7 +11,9 @@ It reports the resident set (RSS) before and after, the process's peak, the hub'
 node, the seconds spent generating and ingesting (wall and CPU, and how much of each the
 cyclic garbage collector took). The collector is set as the hub process sets it
 (``hub.heap.settle``: what is loaded frozen, larger thresholds; ``--default-gc`` keeps
-CPython's). Generation runs with the collector paused (its passes would
+CPython's), and each inventory is filed inside ``hub.heap.inventory`` as the agent channel
+files it (a full collection before, the collector paused, a freeze after; ``--no-freeze``
+only pauses the collector, as before). Generation runs with the collector paused (its passes would
 walk the whole fleet built so far: the bench's cost, not the hub's); the one pass it defers
 runs as generation ends and is counted there. Then it times a few hundred decisions
 on the built fleet so a memory saving is never bought with speed unseen. One process per
@@ -97,11 +99,14 @@ def decoded(raw: bytes) -> list[NodeInfo]:
     return [node_from_proto(n) for n in pb.Inventory.FromString(raw).nodes]
 
 
-def ingest_encoded(fleet: FleetView, name: str, raw: bytes) -> None:
-    """An encoded inventory into the fleet as ``hub.agent_service`` takes it in (decoded
-    and filed with the collector paused)."""
-    with collector_paused():
-        fleet.replace_nodes(name, decoded(raw))
+def ingest(fleet: FleetView, name: str, nodes: list[NodeInfo] | bytes, count: int,
+           freeze: bool) -> None:
+    """One cluster's inventory into the fleet as ``hub.agent_service`` takes it in:
+    decoded (when encoded) and filed inside ``hub.heap.inventory`` (the collector paused; a
+    large inventory collected before and frozen after), or, without ``freeze``, with the
+    collector only paused."""
+    with heap.inventory(count) if freeze else collector_paused():
+        fleet.replace_nodes(name, decoded(nodes) if isinstance(nodes, bytes) else nodes)
 
 
 def wire_decode_us(rng: random.Random, nodes: int) -> float:
@@ -151,30 +156,25 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         t0, c0, g0 = time.perf_counter(), time.process_time(), collector.total
         with collector_paused():   # the generator's own cost; see the module docstring
             name, nodes = next(made)
-            raw = encoded(nodes) if args.from_wire else b""
-        if args.from_wire:
+            report: list[NodeInfo] | bytes = encoded(nodes) if args.from_wire else nodes
             del nodes
+            if not args.no_freeze:
+                gc.freeze()   # reports the hub would decode inside the ingest: see --no-freeze
         t1, c1, g1 = time.perf_counter(), time.process_time(), collector.total
         fleet.upsert_cluster(name, labels={"region": f"r{c % 4}"}, weight=1 + c % 5,
                              headroom=0.1, state=ClusterState.READY)
-        if args.from_wire:
-            ingest_encoded(fleet, name, raw)
-        else:
-            fleet.replace_nodes(name, nodes)
-        if args.freeze:   # an experiment, not what the hub does: see --freeze
-            gc.freeze()
+        ingest(fleet, name, report, args.nodes, not args.no_freeze)
+        if args.all_reports:
+            kept.append(report)
+        del report
         fleet_s += time.perf_counter() - t1
         fleet_cpu += time.process_time() - c1
         fleet_gc += collector.total - g1
         reports_s += t1 - t0
         reports_cpu += c1 - c0
         reports_gc += g1 - g0
-        if args.all_reports:
-            kept.append(raw if args.from_wire else nodes)
     collector.close()
     del kept
-    if not args.from_wire:
-        del nodes
     gc.collect()
     after_fleet = rss_bytes()
     scheduler = Scheduler(fleet)
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
         "all_reports_kept": args.all_reports, "from_wire": args.from_wire,
         "collector": ("CPython defaults" if args.default_gc else "hub.heap.settle")
-                     + (", frozen after each cluster" if args.freeze else ""),
+                     + ("" if args.no_freeze else ", hub.heap.inventory"),
         "rss_base_mib": round(base / MIB, 1),
         "rss_after_fleet_mib": round(after_fleet / MIB, 1),
         "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
@@ -225,9 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's collector thresholds instead of the hub's "
                              "(hub.heap.settle: freeze what is loaded, larger thresholds)")
-    parser.add_argument("--freeze", action="store_true",
-                        help="experiment: gc.freeze() after each cluster's ingest (timed), so "
-                             "the collector's full passes skip the fleet built so far")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="file each inventory with the collector only paused, left to it "
+                             "after, instead of inside hub.heap.inventory as the agent channel "
+                             "does (collected before, frozen after; the generated reports are "
+                             "then frozen with generation, since in the hub they do not exist "
+                             "before the ingest decodes them and its collection would walk "
+                             "them)")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

@@ -30,11 +30,11 @@ from fuyao.errors import FuyaoError, InvalidInput, PermissionDenied, Transient, 
 from fuyao.inventory import node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
+from hub import heap
 from hub.agentpki import AgentCertificates
 from hub.auth.actor import agent_actor
 from hub.core import Hub
 from hub.endings import Endings, started
-from hub.fleet import collector_paused
 from hub.loops import send_all
 from hub.sessions import AgentSession, pack
 
@@ -368,7 +368,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
             await hub.clusters.connected(cluster, msg.hello.backend,
                                          dict(msg.hello.cluster_labels))
         elif kind == "inventory":
-            with collector_paused():   # a whole inventory makes no cycles (hub.fleet)
+            # collector paused (a whole inventory makes no cycles); a large one frozen after
+            with heap.inventory(len(msg.inventory.nodes)):
                 hub.fleet.replace_nodes(cluster, [hub.catalog.normalize(node_from_proto(n))
                                                   for n in msg.inventory.nodes])
             session.seq = msg.inventory.seq

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
@@ -184,6 +185,26 @@ class Group:
         for cls in empty:
             del self.classes[cls]
         return bool(empty)
+
+
+class _Layout:
+    """Reports whose labels have these keys in this order: which of them group nodes (read
+    by ``pick``, one call) and which are per-node keys (``own``, the one copy of each)."""
+
+    __slots__ = ("grouped", "own", "pick")
+
+    def __init__(self, names: tuple[str, ...], ignore: frozenset[str],
+                 keys: Mapping[str, str]) -> None:
+        self.grouped = tuple(k for k in names if k not in ignore)
+        self.own = tuple(keys[k] for k in names if k in ignore)
+        grouped = self.grouped
+        self.pick: Callable[[Mapping[str, str]], object] = (
+            itemgetter(*grouped) if len(grouped) > 1
+            else (lambda labels: tuple(labels[k] for k in grouped)))
+
+    def key(self, labels: Mapping[str, str]) -> LabelKey:
+        """The label group's key of labels with this layout."""
+        return frozenset((k, labels[k]) for k in self.grouped)
 
 
 def _same(value: str, name: str) -> str:
@@ -404,34 +425,37 @@ class ClusterInfo:
     def _file_all(self, infos: Iterable[NodeInfo]) -> None:
         holds, ignore, keys, groups = self._holds, self._ignore, self._ignore_keys, self._groups
         nodes, node_group = self._nodes, self._node_group
-        by_labels: dict[tuple[tuple[str, str], ...], Group] = {}
+        by_labels: dict[tuple[tuple[str, ...], object], Group] = {}
+        layouts: dict[tuple[str, ...], _Layout] = {}
         added: list[NodeState] = []
         filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
         for info in infos:
             new = NodeState(info, holds.get(info.name) if holds else None)
             labels = info.labels
             if type(labels) is dict:
-                hit = ignore.intersection(labels) if ignore else ()
-                own: tuple[tuple[str, str], ...]
-                if not hit:
-                    rest, own = labels, ()
-                elif len(hit) == 1:
-                    [own_key] = hit
-                    own = ((keys[own_key], _same(labels[own_key], new.name)),)
-                    rest = labels.copy()
-                    del rest[own_key]
-                else:
-                    own = tuple((keys[k], _same(v, new.name))
-                                for k, v in labels.items() if k in ignore)
-                    rest = {k: v for k, v in labels.items() if k not in ignore}
-                seen = tuple(rest.items())
+                # a label set is known by its keys (in order) and the values of the grouped
+                # ones, read in one call: no per-node copy of the labels is made
+                names = tuple(labels)
+                layout = layouts.get(names)
+                if layout is None:
+                    layout = layouts[names] = _Layout(names, ignore, keys)
+                seen = (names, layout.pick(labels))
                 group = by_labels.get(seen)
                 if group is None:
-                    key = frozenset(seen)
+                    key = layout.key(labels)
                     group = groups.get(key)
                     if group is None:
                         group = groups[key] = Group(key)
                     by_labels[seen] = group
+                own_keys = layout.own
+                own: tuple[tuple[str, str], ...]
+                if not own_keys:
+                    own = ()
+                elif len(own_keys) == 1:
+                    [own_key] = own_keys
+                    own = ((own_key, _same(labels[own_key], new.name)),)
+                else:
+                    own = tuple((k, _same(labels[k], new.name)) for k in own_keys)
                 new.labels = NodeLabels(group.labels, group.key, ignore, own)
             else:   # a Mapping of another kind: as _file files it
                 group = self._group_for(new)

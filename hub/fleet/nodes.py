@@ -378,9 +378,9 @@ def _by_class(node: str, devices: Sequence[DeviceInfo]) -> tuple[Reported, Ids,
     order = _order(seen, grouped)
     reported = tuple((_interned(_classes_seen, cls), tuple(ids), _shared_frees(tuple(frees)),
                       _shared_frees(tuple(mem))) for cls, (ids, frees, mem) in grouped.items())
-    kept: Ids = tuple(ids for _, ids, _, _ in reported)
+    kept = tuple(tuple(ids) for ids, _, _ in grouped.values())
     if order is None and _numbered(node, [d for ids in kept for d in ids]):
-        kept = None
+        return reported, None, order
     return reported, kept, order
 
 

@@ -76,3 +76,16 @@ def test_nodes_of_a_label_group_share_its_labels_and_keep_their_own_hostname() -
     assert dict(cluster.node("n2").labels) == infos[1].labels   # type: ignore[union-attr]
     hostname = parse_selector("kubernetes.io/hostname=n2")
     assert [n.name for n in cluster.nodes() if hostname.matches(n.labels)] == ["n2"]
+
+
+def test_nodes_reporting_the_same_devices_share_their_slot_and_keep_only_odd_ids() -> None:
+    drawn = [("A100", 80, 1000, 0), ("A100", 80, 250, 3)]
+    first, second = (NodeState(report(drawn, 1000, False), None) for _ in range(2))
+    assert first.classes is second.classes and first.model_used is second.model_used
+    assert first.ids is None   # the agents' naming: spelled out when asked
+    assert [tuple(ids) for ids in first.class_ids()] == [("n1/gpu0", "n1/gpu1")]
+    odd = NodeState(report(drawn, 1000, False, prefix="gpu-"), None)
+    assert odd.classes is first.classes and odd.ids == (("gpu-0", "gpu-1"),)
+    several = NodeState(report([*drawn, ("T4", 16, 1000, 0)], 1000, False), None)
+    assert several.ids is None and [tuple(ids) for ids in several.class_ids()] == [
+        ("n1/gpu0", "n1/gpu1"), ("n1/gpu2",)]
