@@ -207,6 +207,9 @@ class _Layout:
         return frozenset((k, labels[k]) for k in self.grouped)
 
 
+_new_labels = object.__new__
+
+
 def _same(value: str, name: str) -> str:
     """``name`` when ``value`` equals it (a hostname label is the node's name): one copy."""
     return name if value == name else value
@@ -430,7 +433,8 @@ class ClusterInfo:
         added: list[NodeState] = []
         filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
         for info in infos:
-            new = NodeState(info, holds.get(info.name) if holds else None)
+            name = info.name
+            new = NodeState(info, holds.get(name) if holds else None)
             labels = info.labels
             if type(labels) is dict:
                 # a label set is known by its keys (in order) and the values of the grouped
@@ -453,18 +457,22 @@ class ClusterInfo:
                     own = ()
                 elif len(own_keys) == 1:
                     [own_key] = own_keys
-                    own = ((own_key, _same(labels[own_key], new.name)),)
+                    value = labels[own_key]
+                    own = ((own_key, name if value == name else value),)   # as _same
                 else:
-                    own = tuple((k, _same(labels[k], new.name)) for k in own_keys)
-                new.labels = NodeLabels(group.labels, group.key, ignore, own)
+                    own = tuple((k, _same(labels[k], name)) for k in own_keys)
+                node_labels: NodeLabels = _new_labels(NodeLabels)   # NodeLabels(...) inline
+                node_labels.shared, node_labels.key = group.labels, group.key
+                node_labels.ignored, node_labels.own = ignore, own
+                new.labels = node_labels
             else:   # a Mapping of another kind: as _file files it
                 group = self._group_for(new)
             into = filed.get(group)
             if into is None:
                 into = filed[group] = []
             into.append(new)
-            nodes[new.name] = new
-            node_group[new.name] = group
+            nodes[name] = new
+            node_group[name] = group
             added.append(new)
         # A group's buckets hold only its own nodes: filing group by group, each in report
         # order, fills every bucket in the order filing node by node does.
@@ -610,7 +618,7 @@ class ClusterInfo:
         """``_account(node, 1)`` for each of ``added`` in turn, summed before it is stored:
         the same totals, rows made in the same order, one tick for the models touched."""
         cpu_total = cpu_used = memory_total = memory_used = schedulable_nodes = 0
-        touched: dict[str, None] = {}
+        touched: dict[int, Mapping[str, int]] = {}   # each node's (shared) model counts
         row_for = self._row
         for node in added:
             alloc = node.alloc
@@ -620,10 +628,7 @@ class ClusterInfo:
             u_mem = a_mem - node.mem
             u_mem = u_mem if u_mem > 0 else 0
             model_devices = node.model_devices
-            if model_devices:
-                touched.update(dict.fromkeys(model_devices))
-            else:
-                touched[NO_MODEL] = None
+            touched[id(model_devices)] = model_devices
             row = row_for(node.primary)
             row.nodes += 1
             row.cpu_total += a_cpu
@@ -659,8 +664,9 @@ class ClusterInfo:
         self.schedulable_nodes += schedulable_nodes
         tick = next(_TICKS)
         versions = self.model_versions
-        for model in touched:
-            versions[model] = tick
+        for counts in touched.values():   # the models in the order first touched
+            for model in counts or (NO_MODEL,):
+                versions[model] = tick
 
     def _row(self, model: str) -> ModelTotals:
         row = self._totals.get(model)
