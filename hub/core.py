@@ -220,7 +220,7 @@ class Hub:
             await self.deps.check(specs)
             self.queueing.check_submit(specs)
             records = await self.tasks.submit(specs, owner=CURRENT.get().name)
-        self.placement.poke()
+        self.placement.poke(settle=False)
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
     def resolve(self, spec: TaskSpec) -> TaskSpec:

@@ -102,13 +102,17 @@ class PlacementLoop:
         self.metrics = metrics
         self.interval = interval
         self.wake = asyncio.Event()
+        self._settle = False              # a wake since the last cycle asked for the settle
         self._lock = asyncio.Lock()       # decisions: one cycle at a time
         self._tail: asyncio.Future[None] | None = None   # the last cycle's delivery done
         self.last_slices = 0              # slices the last cycle decided in (tests)
         self.division = Division(tasks, self.poke)   # tasks divided across clusters
 
-    def poke(self) -> None:
-        """Ask for a cycle soon (something changed)."""
+    def poke(self, settle: bool = True) -> None:
+        """Ask for a cycle soon (something changed). ``settle=False``: new tasks were
+        stored, nothing that a member's next message could complete; the cycle need not
+        wait ``SETTLE_SECONDS`` for it (unless another wake asked)."""
+        self._settle = self._settle or settle
         self.wake.set()
 
     def deciding(self) -> bool:
@@ -130,7 +134,11 @@ class PlacementLoop:
                 # Let what woke it settle: a member frees a finished task's node (a delta)
                 # just before it reports the task ended; a cycle between the two would still
                 # count the task in its queue's use and hand the room by a stale fair share.
-                await asyncio.sleep(SETTLE_SECONDS)
+                # A submit alone does not wait: the fleet did not change (a timer's cycle
+                # waits, as it always did).
+                if self._settle or not self.wake.is_set():
+                    await asyncio.sleep(SETTLE_SECONDS)
+                self._settle = False
                 self.wake.clear()
                 while inflight and (inflight[0].done() or len(inflight) >= PIPELINE_DEPTH):
                     await _logged(inflight.popleft())

@@ -2,8 +2,12 @@
 
 Every write the hub makes goes through ``StoreWriter``: a single worker thread, so writes are
 serialized, and ``apply`` calls queued while a commit is in flight are merged into the next
-single transaction (a batched commit). Reads do not come here: they run on other threads
-(``read``) and, on SQLite in WAL mode, never wait for the writer.
+single transaction (a batched commit), in order, up to about ``MAX_ROWS_PER_COMMIT`` rows:
+one huge transaction (a placement cycle's slices behind a burst of agent reports) held the
+first slice's PlaceTask commands until the last row was written, so what queued up is
+committed in parts instead, the first part durable (and its placements sent) while the next
+is written. Reads do not come here: they run on other threads (``read``) and, on SQLite in
+WAL mode, never wait for the writer.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+MAX_ROWS_PER_COMMIT = 200   # updates + events + placements merged into one transaction
+
 
 @dataclass
 class _Batch:
@@ -27,6 +33,21 @@ class _Batch:
     events: Sequence[EventRecord]
     placements: Sequence[PlacementRecord]
     done: asyncio.Future[None]
+
+    @property
+    def rows(self) -> int:
+        return len(self.updates) + len(self.events) + len(self.placements)
+
+
+def _take(pending: list[_Batch], limit: int) -> int:
+    """How many of the first pending batches one commit takes: in order, whole batches
+    only, at least one, and no more once ``limit`` rows are reached."""
+    rows = 0
+    for i, batch in enumerate(pending):
+        rows += batch.rows
+        if rows >= limit:
+            return i + 1
+    return len(pending)
 
 
 class StoreWriter:
@@ -86,7 +107,8 @@ class StoreWriter:
     async def _flush(self) -> None:
         try:
             while self._pending:
-                batches, self._pending = self._pending, []
+                n = _take(self._pending, MAX_ROWS_PER_COMMIT)
+                batches, self._pending = self._pending[:n], self._pending[n:]
                 try:
                     await self.call(
                         self.store.apply,
