@@ -137,7 +137,8 @@ def stored_spec(spec: TaskSpec) -> TaskSpec:
     them after the dump. The copy says so. A spec with a nested model (a preference, a
     toleration) not every field of which was set is validated from its dump instead. The
     hypothesis property ``tests/unit/test_stored_spec.py`` holds the two to the same
-    values, types, dumps and set fields.
+    values, types, dumps and set fields. The copy is shallow: it shares its lists and dicts
+    with ``spec``, which its one caller (``Hub.submit``, a request's body) drops after.
     """
     if not all(_all_set(v) for v in spec.__dict__.values() if isinstance(v, list) and v):
         return TaskSpec.model_validate(spec.model_dump(mode="json"))
