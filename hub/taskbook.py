@@ -135,15 +135,17 @@ class TaskBook:
             for s in specs
         ]
         events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
-        return await self.add(records, events)
+        return await self.add(records, events, specs)
 
-    async def add(self, records: Sequence[TaskRecord],
-                  events: Sequence[EventRecord]) -> list[TaskRecord]:
+    async def add(self, records: Sequence[TaskRecord], events: Sequence[EventRecord],
+                  specs: Sequence[TaskSpec] | None = None) -> list[TaskRecord]:
         """Store new tasks (all or none) and make them active (``submit``; the parts of a
-        divided task, ``hub.division``)."""
+        divided task, ``hub.division``). ``specs``: the validated specs the records' were
+        dumped from, one per record, kept instead of validated again (``stored_spec``)."""
         stored = await self.writer.call(self.writer.store.add_tasks, records, events)
-        for rec in stored:
-            self._add(ActiveTask.from_record(rec))
+        kept: Sequence[TaskSpec | None] = [None] * len(stored) if specs is None else specs
+        for rec, spec in zip(stored, kept, strict=True):
+            self._add(ActiveTask.from_record(rec, spec))
         return stored
 
     async def cancel(self, name: str, *, part: bool = False) -> tuple[TaskRecord, list[Command]]:

@@ -30,6 +30,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from fuyao.errors import Conflict, FuyaoError, InvalidInput, Transient
+from hub.store import jsontext
 
 WRITE_OPTION = "fuyao_write"   # connection execution option: begin a write transaction
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -71,10 +72,12 @@ def parse_url(url: str) -> URL:
 def create_engine(url: URL, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
     """An engine for a URL from ``parse_url``; creates a SQLite file's parent directory."""
     if url.get_backend_name() == "postgresql":
-        return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+        return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10},
+                                json_serializer=jsontext.dumps)
     Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(
         url, connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
+        json_serializer=jsontext.dumps,
     )
     _tune_sqlite(engine, busy_timeout_s)
     return engine

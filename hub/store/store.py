@@ -278,8 +278,7 @@ class Store(IdentityStore, QueueRows):
                         values,
                     )
                     seqs = [int(seq) for seq in inserted.scalars()]
-                if event_values:
-                    conn.execute(sa.insert(EVENTS), event_values)
+                self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
         except Conflict:
             new = {t.id for t in tasks}
             with self._read("check task names and ids") as s:
