@@ -3,8 +3,8 @@
 before it finishes, each task is still decided once in queue order, and a task cancelled
 while the cycle yielded is not placed.
 
-``SLICE_SECONDS`` is set to 0 here, so every decision is a slice of its own: the tests say
-what happens between slices, never how long a slice takes.
+``SLICE_SECONDS`` (and ``SLICE_MAX_SECONDS``) are set to 0 here, so every decision is a
+slice of its own: the tests say what happens between slices, never how long a slice takes.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.queueing.conftest import add_cluster, placed, queue, submit, task
 @pytest.fixture
 def one_decision_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loops, "SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(loops, "SLICE_MAX_SECONDS", 0.0)
 
 
 def gpu_tasks(prefix: str, count: int, **extra: object) -> list[dict[str, object]]:
