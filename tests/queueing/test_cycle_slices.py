@@ -91,3 +91,12 @@ async def test_slices_keep_the_weighted_fair_share_of_one_cycle(
     won = sorted(name.split("-")[0] for name in placed(quiet))
     assert won.count("a") == 8 and won.count("b") == 4
     assert quiet.hub.placement.last_slices > 1
+
+
+def test_a_slice_lasts_as_long_as_the_rest_of_the_loop_ran_within_bounds() -> None:
+    """``fair_slice``: the cycle's next slice matches what the rest of the loop took while
+    it yielded, from ``SLICE_SECONDS`` up to ``SLICE_MAX_SECONDS`` (arithmetic, no clock)."""
+    assert loops.fair_slice(0.0) == loops.SLICE_SECONDS
+    middle = (loops.SLICE_SECONDS + loops.SLICE_MAX_SECONDS) / 2
+    assert loops.fair_slice(middle) == middle
+    assert loops.fair_slice(10 * loops.SLICE_MAX_SECONDS) == loops.SLICE_MAX_SECONDS
