@@ -45,8 +45,7 @@ log = logging.getLogger(__name__)
 MAX_TASKS_PER_CYCLE = 20_000
 SETTLE_SECONDS = 0.02
 PIPELINE_DEPTH = 2   # cycles in flight: one deciding while the one before commits
-SLICE_SECONDS = 0.005  # a cycle decides this long at least, then lets the event loop run
-SLICE_MAX_SECONDS = 0.05   # ... or as long as the loop's turn for the rest took, to this
+SLICE_SECONDS = 0.005  # a cycle decides this long at most, then lets the event loop run
 
 
 @dataclass
@@ -79,15 +78,6 @@ async def _logged(cycle: asyncio.Task[int]) -> None:
         raise
     except Exception:
         log.exception("placement cycle failed")
-
-
-def fair_slice(others: float) -> float:
-    """How long a cycle's next slice may decide, given how long the rest of the event loop
-    ran while it yielded: as long again (from ``SLICE_SECONDS`` up to ``SLICE_MAX_SECONDS``).
-    A big cycle (a lost cluster's 10,000 tasks) then keeps at least about half of a loop
-    that its own placements fill with member reports (an agent's batch of reports is
-    handled in one turn); an idle loop keeps the short slices."""
-    return max(SLICE_SECONDS, min(SLICE_MAX_SECONDS, others))
 
 
 def send_all(sessions: Sessions, commands: Sequence[Command]) -> None:
@@ -153,12 +143,11 @@ class PlacementLoop:
         """One placement cycle; returns how many tasks it placed, once their commands went
         out.
 
-        Decisions take the decision lock and are made in slices of ``SLICE_SECONDS``, or
-        as long as the rest of the loop ran between two slices (``fair_slice``): each slice
-        is applied in memory and its commit queued (``TaskBook.stage``; the writer merges
-        slices queued while it is busy), then the cycle yields to the event loop, so
-        heartbeats, reports and REST reads are served during a cycle of thousands of
-        decisions. Each task is decided at most once per
+        Decisions take the decision lock and are made in slices of about
+        ``SLICE_SECONDS``: each slice is applied in memory and its commit queued
+        (``TaskBook.stage``; the writer merges slices queued while it is busy), then the
+        cycle yields to the event loop, so heartbeats, reports and REST reads are served
+        during a cycle of thousands of decisions. Each task is decided at most once per
         cycle, in the queueing layer's order; one that was cancelled, ended or re-queued
         while the cycle yielded is skipped. A slice's PlaceTask commands go out once its
         commit is durable, in slice order and after every earlier cycle's (``_deliver``),
@@ -178,9 +167,9 @@ class PlacementLoop:
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
             staged_held = 0          # how much of cycle.held earlier slices staged
             try:
-                slice_at, budget = time.perf_counter(), SLICE_SECONDS
+                slice_at = time.perf_counter()
                 for task in cycle:
-                    if time.perf_counter() - slice_at >= budget:
+                    if time.perf_counter() - slice_at >= SLICE_SECONDS:
                         if placed or waiting or len(cycle.held) > staged_held:
                             end.decisions += len(placed) + len(waiting)
                             out.put_nowait(self._stage(placed, waiting,
@@ -188,10 +177,8 @@ class PlacementLoop:
                             staged_held = len(cycle.held)
                             placed, waiting = [], []
                             end.slices += 1
-                        yielded = time.perf_counter()
                         await asyncio.sleep(0)     # let the event loop serve the rest
                         slice_at = time.perf_counter()
-                        budget = fair_slice(slice_at - yielded)
                     if not self._placeable(task):
                         continue    # cancelled, ended or moved while the cycle yielded
                     self._decide_one(task, cycle, placed, waiting, held)

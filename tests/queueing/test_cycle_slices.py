@@ -3,8 +3,8 @@
 before it finishes, each task is still decided once in queue order, and a task cancelled
 while the cycle yielded is not placed.
 
-``SLICE_SECONDS`` (and ``SLICE_MAX_SECONDS``) are set to 0 here, so every decision is a
-slice of its own: the tests say what happens between slices, never how long a slice takes.
+``SLICE_SECONDS`` is set to 0 here, so every decision is a slice of its own: the tests say
+what happens between slices, never how long a slice takes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from tests.queueing.conftest import add_cluster, placed, queue, submit, task
 @pytest.fixture
 def one_decision_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loops, "SLICE_SECONDS", 0.0)
-    monkeypatch.setattr(loops, "SLICE_MAX_SECONDS", 0.0)
 
 
 def gpu_tasks(prefix: str, count: int, **extra: object) -> list[dict[str, object]]:
@@ -91,12 +90,3 @@ async def test_slices_keep_the_weighted_fair_share_of_one_cycle(
     won = sorted(name.split("-")[0] for name in placed(quiet))
     assert won.count("a") == 8 and won.count("b") == 4
     assert quiet.hub.placement.last_slices > 1
-
-
-def test_a_slice_lasts_as_long_as_the_rest_of_the_loop_ran_within_bounds() -> None:
-    """``fair_slice``: the cycle's next slice matches what the rest of the loop took while
-    it yielded, from ``SLICE_SECONDS`` up to ``SLICE_MAX_SECONDS`` (arithmetic, no clock)."""
-    assert loops.fair_slice(0.0) == loops.SLICE_SECONDS
-    middle = (loops.SLICE_SECONDS + loops.SLICE_MAX_SECONDS) / 2
-    assert loops.fair_slice(middle) == middle
-    assert loops.fair_slice(10 * loops.SLICE_MAX_SECONDS) == loops.SLICE_MAX_SECONDS
