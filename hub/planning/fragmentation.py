@@ -75,7 +75,7 @@ def fragmented_devices(cluster: ClusterInfo, shapes: Sequence[WeightedShape]) ->
     """Shape-weighted fragmented devices of each model in ``cluster`` (schedulable nodes)."""
     out: dict[str, float] = defaultdict(float)
     for node in cluster.nodes():
-        if not node.schedulable or not any(node.dev_free.values()):
+        if not node.schedulable or not any(any(s.frees) for s in node.classes.values()):
             continue
         for shape in shapes:
             for model, milli in _node_fragments(cluster, node, shape).items():
@@ -84,17 +84,17 @@ def fragmented_devices(cluster: ClusterInfo, shapes: Sequence[WeightedShape]) ->
 
 
 def _node_fragments(cluster: ClusterInfo, node: NodeState, shape: WeightedShape) -> dict[str, int]:
-    """Free milli-devices per model on ``node`` that ``shape`` cannot use."""
+    """Free milli-devices per model on ``node`` that ``shape`` cannot use (read from the
+    node's device classes: each class's model, memory and effective free shares)."""
     fits = shape.selector.matches(node.labels) and _one_fits(cluster, node, shape.requests)
     want = shape.requests.gpu_milli
+    want_memory = shape.requests.gpu_memory_mib
     out: dict[str, int] = defaultdict(int)
-    dev_free = node.dev_free
-    for dev in node.info.devices:
-        free = dev_free.get(dev.id, 0)
-        if free <= 0:
-            continue
-        if not fits or too_small(free, want) or dev.memory_mib < shape.requests.gpu_memory_mib:
-            out[dev.model] += free
+    for (model, memory), slot in node.classes.items():
+        unusable = not fits or memory < want_memory
+        for free in slot.frees:
+            if free > 0 and (unusable or too_small(free, want)):
+                out[model] += free
     return out
 
 
