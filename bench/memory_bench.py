@@ -36,6 +36,7 @@ takes (the catalog's ``normalize`` left out: without a catalog it returns the no
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import random
@@ -53,7 +54,8 @@ from fuyao.spec import ClusterState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
 from hub.fleet import FleetView, collector_paused
-from hub.placement import Scheduler
+from hub.placement import DEFAULT_PROFILE, Scheduler
+from hub.planning.planner import Planner
 
 MIB = 1024 * 1024
 
@@ -138,6 +140,46 @@ class CollectorClock:
         gc.callbacks.remove(self._tick)
 
 
+async def _copy_stall(planner: Planner, stepwise: bool) -> dict[str, float]:
+    """The planner's fleet copy made once (``frozen_stepwise`` or ``frozen``) while another
+    task ticks on the loop: the longest gap between ticks (the loop's longest stall, in ms)
+    and the copy's CPU seconds."""
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    c0 = time.process_time()
+    if stepwise:
+        await planner.frozen_stepwise()
+    else:
+        planner.frozen()
+        await asyncio.sleep(0)
+    cpu = time.process_time() - c0
+    done.set()
+    await task
+    return {"longest_stall_ms": round(max(gaps) * 1e3, 1), "copy_cpu_s": round(cpu, 2)}
+
+
+def planning_copy(fleet: FleetView) -> dict[str, list[dict[str, float]]]:
+    """The capacity sample's and REST answers' fleet copy, stepwise and at once, alternated
+    (stepwise, at once, at once, stepwise): how long the hub's loop is held."""
+    planner = Planner(fleet, DEFAULT_PROFILE, {})
+    out: dict[str, list[dict[str, float]]] = {"stepwise": [], "at_once": []}
+    for stepwise in (True, False, False, True):
+        out["stepwise" if stepwise else "at_once"].append(
+            asyncio.run(_copy_stall(planner, stepwise)))
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, object]:
     if not args.default_gc:
         heap.settle()   # the collector's settings the hub process runs with (hub.server)
@@ -177,6 +219,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     del kept
     gc.collect()
     after_fleet = rss_bytes()
+    copies = planning_copy(fleet) if args.planning_copy else None
     scheduler = Scheduler(fleet)
     times: list[float] = []
     for req in make_requests(rng, args.decisions):
@@ -207,6 +250,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "wire_decode_us_per_node": decode_us,            # not in fleet_build unless from_wire
         "decisions": len(times),
         "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
+        "planning_copy": copies,
     }
 
 
@@ -232,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "then frozen with generation, since in the hub they do not exist "
                              "before the ingest decodes them and its collection would walk "
                              "them)")
+    parser.add_argument("--planning-copy", action="store_true",
+                        help="after the build, time the capacity sample's fleet copy a cluster "
+                             "at a time and at once (alternated, twice each): the event loop's "
+                             "longest stall and the copy's CPU")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

@@ -5,10 +5,10 @@ through the real scheduler and fit code on a copy of the fleet view: ``fit``
 (``hub.planning.fit``), ``n_minus_one`` (``hub.planning.failover``), ``report``
 (fragmentation and grouping, ``hub.planning.fragmentation`` and ``hub.planning.report``).
 The REST router ``hub.api.planning`` calls it through ``answer`` / ``fit_async``: the fleet
-view and the active tasks are copied on the hub's loop (``frozen``), the thinking runs in a
-worker thread, and an answer is reused for two seconds while nothing changed. Hooks set by
-the hub: ``quota`` (queue quotas, ``hub.planning.quota``) and ``profiles`` (build a task
-from its ComputeProfile).
+view and the active tasks are copied on the hub's loop (``frozen_stepwise``: the loop runs
+between clusters), the thinking runs in a worker thread, and an answer is reused for two
+seconds while nothing changed. Hooks set by the hub: ``quota`` (queue quotas,
+``hub.planning.quota``) and ``profiles`` (build a task from its ComputeProfile).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from hub.planning.report import (
     regroup,
     site_of,
 )
-from hub.planning.snapshot import copy_fleet
+from hub.planning.snapshot import copy_fleet, copy_fleet_stepwise
 
 T = TypeVar("T")
 CACHE_SECONDS = 2.0
@@ -91,11 +91,19 @@ class Planner:
     def frozen(self) -> Planner:
         """A planner over a copy of the fleet view and of the active tasks as they are now,
         which nothing else touches: it may run on another thread."""
+        return self._on(copy_fleet(self.fleet))
+
+    async def frozen_stepwise(self) -> Planner:
+        """``frozen`` with the fleet copied a cluster at a time (``copy_fleet_stepwise``), the
+        event loop running between clusters; the active tasks are copied at the end."""
+        return self._on(await copy_fleet_stepwise(self.fleet))
+
+    def _on(self, fleet: FleetView) -> Planner:
+        """A planner over ``fleet`` (a copy) and a copy of the active tasks as they are now."""
         facts = {t.id: TaskFacts(t.id, t.name, t.spec, t.state, t.queue, t.priority, t.seq,
                                  t.cluster, t.node, self._model_of(t), t.request())
                  for t in self.active.values()}
-        return Planner(copy_fleet(self.fleet), self.profile, facts,
-                       headroom_priority=self.headroom_priority)
+        return Planner(fleet, self.profile, facts, headroom_priority=self.headroom_priority)
 
     async def answer(self, key: Hashable | None, compute: Callable[[Planner], T]) -> T:
         """``compute`` on a frozen planner in a worker thread, so the hub's loop goes on;
@@ -105,7 +113,7 @@ class Planner:
         hit = self._cache.get(key) if key is not None else None
         if hit is not None and hit[0] == stamp and time.monotonic() - hit[1] < CACHE_SECONDS:
             return hit[2]  # type: ignore[return-value]
-        value = await asyncio.to_thread(compute, self.frozen())
+        value = await asyncio.to_thread(compute, await self.frozen_stepwise())
         if key is not None:
             self._cache[key] = (stamp, time.monotonic(), value)
         return value
@@ -116,7 +124,7 @@ class Planner:
         allowed = self.quota(spec.queue, spec) if self.quota is not None else None
         bound: QuotaProbe | None = None if allowed is None else (lambda _q, _s: allowed)
         return await asyncio.to_thread(
-            count_fit, copy_fleet(self.fleet), self.profile, spec, limit=req.limit,
+            count_fit, await copy_fleet_stepwise(self.fleet), self.profile, spec, limit=req.limit,
             headroom_priority=self.headroom_priority, quota=bound)
 
     # -- the answers --------------------------------------------------------------------------

@@ -70,6 +70,13 @@ def test_memory_bench_reports_the_fleet_and_its_reports_apart() -> None:
     assert result["fleet_build_gc_cpu_s"] >= 0 and result["fleet_build_cpu_us_per_node"] > 0
 
 
+def test_memory_bench_times_the_planning_copy_both_ways_when_asked() -> None:
+    copies = run_bench("memory_bench.py", "--planning-copy")["planning_copy"]
+    assert len(copies["stepwise"]) == len(copies["at_once"]) == 2
+    for run in copies["stepwise"] + copies["at_once"]:
+        assert run["longest_stall_ms"] > 0 and run["copy_cpu_s"] >= 0
+
+
 def test_memory_bench_ingests_from_the_wire_when_asked() -> None:
     result = run_bench("memory_bench.py", "--from-wire")
     assert result["from_wire"] and result["nodes"] == 2000

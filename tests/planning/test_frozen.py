@@ -3,13 +3,19 @@ view does, and leave the live view alone."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+
+import pytest
 
 from fuyao.capacity import FitRequest
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask
+from hub.config import Timings
 from hub.placement import DEFAULT_PROFILE, Scheduler
+from hub.planning.history import SAMPLE_SHARE, CapacityHistory
 from hub.planning.planner import Planner
+from hub.planning.snapshot import copy_fleet_stepwise
 from tests.placement.builders import fleet_of, node
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -81,3 +87,44 @@ def test_report_groupings_add_up() -> None:
     fleet = {r.model: r for r in live.report("model").rows}
     assert (fleet["H100"].devices_total, fleet["T4"].devices_total) == (16, 4)
     assert fleet["T4"].queued_devices == 8          # q wants 8 T4: "could run" there
+
+
+async def test_a_planner_frozen_a_cluster_at_a_time_answers_as_the_live_one() -> None:
+    live = planner()
+    frozen = await live.frozen_stepwise()
+    assert frozen.n_minus_one() == live.n_minus_one()
+    for by in ("cluster", "model", "site", "queue"):
+        assert frozen.report(by) == live.report(by)     # type: ignore[arg-type]
+    assert frozen.fit(FitRequest(gpu=1)) == live.fit(FitRequest(gpu=1))
+    assert frozen.fleet.capacity() == live.fleet.capacity()
+
+
+async def test_the_hub_loop_runs_between_clusters_while_the_fleet_is_copied() -> None:
+    """The copy for the capacity sample and the REST answers does not hold the loop for the
+    whole fleet: other work runs between clusters, and a cluster removed meanwhile is left
+    out (not copied as it was)."""
+    fleet = fleet_of({f"c{i}": [node(f"c{i}n", "H100", 8)] for i in range(6)})
+    turns = 0
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            if turns == 2:
+                fleet.remove_cluster("c5")
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    copied = await copy_fleet_stepwise(fleet)
+    task.cancel()
+    assert turns >= 5
+    assert [c.name for c in copied.clusters()] == [f"c{i}" for i in range(5)]
+    assert copied.capacity("c0") == fleet.capacity("c0")
+
+
+def test_a_slow_capacity_sample_stretches_the_pause_to_keep_its_share() -> None:
+    history = CapacityHistory(planner(), None, Timings(capacity_sample_interval=60.0))  # type: ignore[arg-type]
+    assert history.pause(0.2) == 60.0
+    assert history.pause(10.0) == pytest.approx(190.0)      # 10 s in every 200: 5%
+    assert history.pause(10.0) * SAMPLE_SHARE <= 10.0
