@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fuyao.capacity import Shape
-from fuyao.errors import InvalidInput
+from fuyao.errors import Conflict, InvalidInput
+from fuyao.fragmentation import too_small
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.spec import TaskSpec
-from hub.planning.fragmentation import fragmented_devices, resolve, shapes_from_specs
-from tests.placement.builders import fleet_of, node
+from hub.fleet import ClusterInfo
+from hub.planning.fragmentation import (
+    WeightedShape,
+    _one_fits,
+    fragmented_devices,
+    resolve,
+    shapes_from_specs,
+)
+from tests.placement.builders import GIB, fleet_of, node
 
 MIXED = [1000, 1000, 1000, 1000, 500, 500, 0, 0]   # 5 cards' worth free: 4 whole, 2 halves
 
@@ -54,3 +67,61 @@ def test_no_gpu_task_means_the_default_shapes() -> None:
 def test_a_bad_shape_is_invalid_input() -> None:
     with pytest.raises((InvalidInput, ValueError)):
         resolve([Shape(gpu=1, gpu_model=">= nonsense(")])
+
+
+def _from_report(cluster: ClusterInfo, shapes: list[WeightedShape]) -> dict[str, float]:
+    """The rule read straight off each node's rebuilt report and free-share map, device by
+    device in report order: what ``fragmented_devices`` reads from the device classes."""
+    out: dict[str, float] = defaultdict(float)
+    for n in cluster.nodes():
+        dev_free = n.dev_free
+        if not n.schedulable or not any(dev_free.values()):
+            continue
+        for shape in shapes:
+            fits = (shape.selector.matches(n.labels)
+                    and _one_fits(cluster, n, shape.requests))
+            per: dict[str, int] = defaultdict(int)
+            for dev in n.info.devices:
+                free = dev_free.get(dev.id, 0)
+                if free > 0 and (not fits or too_small(free, shape.requests.gpu_milli)
+                                 or dev.memory_mib < shape.requests.gpu_memory_mib):
+                    per[dev.model] += free
+            for model, milli in per.items():
+                out[model] += shape.weight * milli / 1000
+    return dict(out)
+
+
+CLASSES = [("H100", 80), ("A100", 40), ("A100", 80), ("T4", 16)]
+SHARES = st.sampled_from([0, 100, 250, 500, 750, 1000])
+
+
+@given(nodes=st.lists(st.lists(st.tuples(st.sampled_from(CLASSES), SHARES), max_size=8),
+                      min_size=1, max_size=5),
+       holds=st.lists(st.sampled_from(["250m", "500m", "1", "2"]), max_size=6),
+       shapes=st.lists(st.sampled_from([Shape(gpu="250m"), Shape(gpu="500m"), Shape(gpu=1),
+                                        Shape(gpu=2), Shape(gpu=1, gpu_model="A100"),
+                                        Shape(gpu="500m", gpu_memory="60Gi"),
+                                        Shape(gpu=1, cpu="40")]), min_size=1, max_size=4))
+@settings(max_examples=150, deadline=None)
+def test_fragmented_devices_equal_the_rule_read_device_by_device(
+        nodes: list[list[tuple[tuple[str, int], int]]], holds: list[str],
+        shapes: list[Shape]) -> None:
+    """Nodes of mixed device classes in any order, with hub holds on some shares."""
+    infos = [NodeInfo(f"n{i}", {"fuyao.io/node": f"n{i}"}, ResourceAmounts(64_000, 512 * GIB, 110),
+                      ResourceAmounts(48_000, 400 * GIB, 100),
+                      tuple(DeviceInfo(f"dev-{i}-{k}", model, gib * GIB, free, gib * GIB)
+                            for k, ((model, gib), free) in enumerate(devices)))
+             for i, devices in enumerate(nodes)]
+    fleet = fleet_of({"a": infos})
+    for k, gpu in enumerate(holds):
+        requests = TaskSpec(name="h", gpu=gpu).requests()
+        for info in infos:
+            try:
+                fleet.reserve("a", f"hold-{k}", requests, [info.name])
+                break
+            except Conflict:
+                continue
+    cluster = fleet.cluster("a")
+    assert cluster is not None
+    weighted = resolve(shapes)
+    assert fragmented_devices(cluster, weighted) == _from_report(cluster, weighted)
