@@ -45,7 +45,8 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import UTC, datetime
 
 from placement_bench import NODE_KINDS, make_node, make_requests  # beside this script
 
@@ -53,8 +54,10 @@ from fuyao.inventory import NodeInfo, node_from_proto, node_to_proto
 from fuyao.spec import ClusterState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
+from hub.config import Timings
 from hub.fleet import FleetView, collector_paused
 from hub.placement import DEFAULT_PROFILE, Scheduler
+from hub.planning.history import CapacityHistory
 from hub.planning.planner import Planner
 
 MIB = 1024 * 1024
@@ -140,10 +143,9 @@ class CollectorClock:
         gc.callbacks.remove(self._tick)
 
 
-async def _copy_stall(planner: Planner, stepwise: bool) -> dict[str, float]:
-    """The planner's fleet copy made once (``frozen_stepwise`` or ``frozen``) while another
-    task ticks on the loop: the longest gap between ticks (the loop's longest stall, in ms)
-    and the copy's CPU seconds."""
+async def _stall(work: Callable[[], Awaitable[object]]) -> dict[str, float]:
+    """``work`` once while another task ticks on the loop: the longest gap between ticks
+    (the loop's longest stall, in ms) and the work's CPU seconds."""
     gaps: list[float] = []
     done = asyncio.Event()
 
@@ -158,25 +160,32 @@ async def _copy_stall(planner: Planner, stepwise: bool) -> dict[str, float]:
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     c0 = time.process_time()
-    if stepwise:
-        await planner.frozen_stepwise()
-    else:
-        planner.frozen()
-        await asyncio.sleep(0)
+    await work()
     cpu = time.process_time() - c0
     done.set()
     await task
-    return {"longest_stall_ms": round(max(gaps) * 1e3, 1), "copy_cpu_s": round(cpu, 2)}
+    return {"longest_stall_ms": round(max(gaps) * 1e3, 1), "cpu_s": round(cpu, 2)}
 
 
-def planning_copy(fleet: FleetView) -> dict[str, list[dict[str, float]]]:
-    """The capacity sample's and REST answers' fleet copy, stepwise and at once, alternated
-    (stepwise, at once, at once, stepwise): how long the hub's loop is held."""
+def planning(fleet: FleetView) -> dict[str, list[dict[str, float]]]:
+    """What planning does on the hub's loop, each twice, alternated: a capacity sample
+    (``CapacityHistory.snapshot_stepwise``, the live view a cluster at a time), the fleet copy
+    the REST answers think on (``Planner.frozen_stepwise``) and the same copy made at once
+    (``Planner.frozen``: what the sample did on the loop before it went stepwise, then
+    computed its rows from the copy in a thread)."""
     planner = Planner(fleet, DEFAULT_PROFILE, {})
-    out: dict[str, list[dict[str, float]]] = {"stepwise": [], "at_once": []}
-    for stepwise in (True, False, False, True):
-        out["stepwise" if stepwise else "at_once"].append(
-            asyncio.run(_copy_stall(planner, stepwise)))
+    history = CapacityHistory(planner, None, Timings())  # type: ignore[arg-type]
+
+    async def at_once() -> None:
+        planner.frozen()
+        await asyncio.sleep(0)
+
+    kinds: dict[str, Callable[[], Awaitable[object]]] = {
+        "sample": lambda: history.snapshot_stepwise(datetime.now(UTC)),
+        "copy_stepwise": planner.frozen_stepwise, "copy_at_once": at_once}
+    out: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
+    for kind in [*kinds, *reversed(kinds)]:
+        out[kind].append(asyncio.run(_stall(kinds[kind])))
     return out
 
 
@@ -219,7 +228,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     del kept
     gc.collect()
     after_fleet = rss_bytes()
-    copies = planning_copy(fleet) if args.planning_copy else None
+    copies = planning(fleet) if args.planning else None
     scheduler = Scheduler(fleet)
     times: list[float] = []
     for req in make_requests(rng, args.decisions):
@@ -250,7 +259,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "wire_decode_us_per_node": decode_us,            # not in fleet_build unless from_wire
         "decisions": len(times),
         "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
-        "planning_copy": copies,
+        "planning": copies,
     }
 
 
@@ -276,10 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "then frozen with generation, since in the hub they do not exist "
                              "before the ingest decodes them and its collection would walk "
                              "them)")
-    parser.add_argument("--planning-copy", action="store_true",
-                        help="after the build, time the capacity sample's fleet copy a cluster "
-                             "at a time and at once (alternated, twice each): the event loop's "
-                             "longest stall and the copy's CPU")
+    parser.add_argument("--planning", action="store_true",
+                        help="after the build, time a capacity sample and the planning copy a "
+                             "cluster at a time and at once (alternated, twice each): the "
+                             "event loop's longest stall and the CPU")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

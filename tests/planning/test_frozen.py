@@ -128,3 +128,26 @@ def test_a_slow_capacity_sample_stretches_the_pause_to_keep_its_share() -> None:
     assert history.pause(0.2) == 60.0
     assert history.pause(10.0) == pytest.approx(190.0)      # 10 s in every 200: 5%
     assert history.pause(10.0) * SAMPLE_SHARE <= 10.0
+
+
+async def test_a_capacity_sample_reads_the_live_view_a_cluster_at_a_time() -> None:
+    """The sample's rows: capacity, fragmented devices and queued demand per cluster and
+    model, read while other work runs between clusters; a cluster removed meanwhile is left
+    out."""
+    live = planner()
+    history = CapacityHistory(live, None, Timings())  # type: ignore[arg-type]
+    rows = {(r.cluster, r.model): r for r in await history.snapshot_stepwise(NOW)}
+    assert set(rows) == {("x", "H100"), ("x", "T4"), ("y", "H100")}
+    assert (rows[("x", "T4")].queued_tasks, rows[("x", "T4")].queued_devices) == (1, 8.0)
+    assert rows[("y", "H100")].queued_tasks == 0
+    for row in live.fleet.capacity():
+        assert rows[(row.cluster, row.model)].devices_free == row.devices_free
+    report = {r.group: r for r in live.report("cluster").rows}
+    assert rows[("y", "H100")].devices_fragmented == round(report["y"].devices_fragmented, 3)
+
+    async def other_work() -> None:    # runs once the sample has read "x" and yielded
+        live.fleet.remove_cluster("y")
+
+    task = asyncio.create_task(other_work())
+    sampled = await history.snapshot_stepwise(NOW)
+    assert task.done() and {r.cluster for r in sampled} == {"x"}
