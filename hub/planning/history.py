@@ -3,7 +3,7 @@
 ``CapacityHistory.run`` (a loop started by ``Hub.lead``) takes a sample - on the live fleet
 view, a cluster at a time, the loop running between clusters - every
 ``Timings.capacity_sample_interval`` seconds, or less often so that sampling takes at most
-``SAMPLE_SHARE`` of the time (100 clusters x 1,000 nodes took ~17 s of CPU a sample): per
+``SAMPLE_SHARE`` of the time (100 clusters x 1,000 nodes: ~5 s of CPU a sample): per
 cluster and accelerator model, the capacity row (total, allocated, reserved, free devices,
 cores, GiB) plus fragmented devices (against the task mix, ``hub.planning.fragmentation``)
 and queued demand (``hub.planning.report.queued_demand``). Every tenth sample it compacts:
