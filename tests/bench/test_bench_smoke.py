@@ -98,14 +98,19 @@ def test_trace_quality_bench_reports_federation_against_the_fgd_single_pool() ->
         assert run["member_unfit"] == 0 and run["member_chose_other_model"] == 0
 
 
+def assert_refused(script: str, flag: tuple[str, str]) -> None:
+    """The bench exits 2 with the flag named, before starting anything."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *flag],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert f"{flag[0]} must be from" in done.stderr
+
+
 @pytest.mark.parametrize("flag", [("--ready-timeout", "-1"), ("--clusters", "0"),
                                   ("--rate", "nan"), ("--batch", "100000")])
 def test_e2e_bench_refuses_out_of_range_flags_before_starting_anything(
         flag: tuple[str, str]) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "e2e_bench.py"), *flag],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 2, done.stderr
-    assert f"{flag[0]} must be from" in done.stderr
+    assert_refused("e2e_bench.py", flag)
 
 
 def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_went() -> None:
@@ -123,10 +128,7 @@ def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_wen
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "-1"), ("--repeat", "0"),
                                   ("--profile", "1000")])
 def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cycle_bench.py"), *flag],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 2, done.stderr
-    assert f"{flag[0]} must be from" in done.stderr
+    assert_refused("cycle_bench.py", flag)
 
 
 def test_gate_bench_relays_bytes_and_round_trips_and_reports_their_cost() -> None:
@@ -141,7 +143,4 @@ def test_gate_bench_relays_bytes_and_round_trips_and_reports_their_cost() -> Non
                                   ("--phase-timeout", "nan")])
 def test_gate_bench_refuses_out_of_range_flags_before_starting_anything(
         flag: tuple[str, str]) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gate_bench.py"), *flag],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 2, done.stderr
-    assert f"{flag[0]} must be from" in done.stderr
+    assert_refused("gate_bench.py", flag)
