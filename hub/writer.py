@@ -6,7 +6,7 @@ single transaction (a batched commit), in order, up to about ``MAX_ROWS_PER_COMM
 more is committed in parts, the first part durable (and its placements sent) while the next
 is written, so one huge transaction (a failover's cycle behind a burst of agent reports)
 does not hold the first placements until its last row. The bound is high on purpose: at 200
-rows the parts halved the writer's rate at light load (10 members, quiet machine, medians of
+rows the parts slowed tasks to Running at light load (10 members, quiet machine, medians of
 three: tasks reached Running at 0.89x the rate of no bound, burst P50 1.32 against 0.98 s,
 hub CPU a task 1.10x), although they helped on a machine loaded 2.5-38 (docs/benchmarks.md,
 batch and ninth passes). Reads do not come here: they run on other threads (``read``) and,
