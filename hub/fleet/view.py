@@ -24,7 +24,7 @@ from fuyao.taints import Taint
 from hub.fleet.capacity import capacity_rows
 from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
-from hub.fleet.nodes import Hold
+from hub.fleet.nodes import Hold, NodeState
 
 PER_NODE_LABEL_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
 """Labels that differ on every node: left out when grouping nodes by label set."""
@@ -105,6 +105,11 @@ class FleetView:
         return list(self.ordered)
 
     @property
+    def per_node_label_keys(self) -> frozenset[str]:
+        """The label keys left out when grouping nodes (a copy of the view needs the same)."""
+        return self._ignore
+
+    @property
     def ordered(self) -> tuple[ClusterInfo, ...]:
         """Every cluster sorted by name, without copying (the scheduler's hot path)."""
         if self._ordered is None:
@@ -147,6 +152,11 @@ class FleetView:
                 c._put(node)
         else:   # a first inventory (or all new): filed in one pass
             c._put_all(fresh.values())
+
+    def file_states(self, cluster: str, states: Iterable[NodeState]) -> None:
+        """A planning snapshot's inventory (``hub.planning.snapshot``): node states another
+        view filed, shared as they are, into a cluster of this view that has no node yet."""
+        self._get(cluster)._put_states(states)
 
     def apply_delta(
         self, cluster: str, upserted: Iterable[NodeInfo], removed: Iterable[str],
