@@ -44,10 +44,12 @@ class Running:
 
 def n_minus_one(
     fleet: FleetView, profile: Profile, running: Mapping[str, Sequence[Running]], *,
-    headroom_priority: int = 1000,
+    headroom_priority: int = 1000, spend: bool = False,
 ) -> NMinusOne:
-    """The N-1 verdict for every cluster of ``fleet`` (``running``: tasks per cluster)."""
-    copy = copy_fleet(fleet)
+    """The N-1 verdict for every cluster of ``fleet`` (``running``: tasks per cluster);
+    ``spend``: ``fleet`` is itself a planning copy nothing else reads, judged as it is (its
+    capacity is as it was after, the order of its index's buckets may not be)."""
+    copy = fleet if spend else copy_fleet(fleet)
     losses = {c.name: _lose(copy, profile, headroom_priority, c.name,
                             sorted(running.get(c.name, ()), key=lambda r: r.order))
               for c in copy.clusters()}

@@ -6,8 +6,9 @@ through the real scheduler and fit code on a copy of the fleet view: ``fit``
 (fragmentation and grouping, ``hub.planning.fragmentation`` and ``hub.planning.report``).
 The REST router ``hub.api.planning`` calls it through ``answer`` / ``fit_async``: the fleet
 view and the active tasks are copied on the hub's loop (``frozen_stepwise``: the loop runs
-between clusters), the thinking runs in a worker thread, and an answer is reused for two
-seconds while nothing changed. Hooks set by the hub: ``quota`` (queue quotas,
+between clusters; the copy shares the live node states, ``hub.planning.snapshot``), the
+thinking runs in a worker thread on that one copy (fit and N-1 pack onto it rather than
+copy it again), and an answer is reused for two seconds while nothing changed. Hooks set by the hub: ``quota`` (queue quotas,
 ``hub.planning.quota``) and ``profiles`` (build a task from its ComputeProfile).
 """
 
@@ -77,8 +78,9 @@ class Planner:
 
     def __init__(self, fleet: FleetView, profile: Profile,
                  active: Mapping[str, ActiveTask] | Mapping[str, TaskFacts],
-                 *, headroom_priority: int = 1000) -> None:
+                 *, headroom_priority: int = 1000, spend: bool = False) -> None:
         self.fleet = fleet
+        self.spend = spend   # the fleet is a copy for one answer: fit and N-1 pack onto it
         self.profile = profile
         self.active = active
         self.headroom_priority = headroom_priority
@@ -93,17 +95,19 @@ class Planner:
         which nothing else touches: it may run on another thread."""
         return self._on(copy_fleet(self.fleet))
 
-    async def frozen_stepwise(self) -> Planner:
+    async def frozen_stepwise(self, *, spend: bool = False) -> Planner:
         """``frozen`` with the fleet copied a cluster at a time (``copy_fleet_stepwise``), the
-        event loop running between clusters; the active tasks are copied at the end."""
-        return self._on(await copy_fleet_stepwise(self.fleet))
+        event loop running between clusters; the active tasks are copied at the end.
+        ``spend``: the planner answers one question, on its copy (not copied again)."""
+        return self._on(await copy_fleet_stepwise(self.fleet), spend)
 
-    def _on(self, fleet: FleetView) -> Planner:
+    def _on(self, fleet: FleetView, spend: bool = False) -> Planner:
         """A planner over ``fleet`` (a copy) and a copy of the active tasks as they are now."""
         facts = {t.id: TaskFacts(t.id, t.name, t.spec, t.state, t.queue, t.priority, t.seq,
                                  t.cluster, t.node, self._model_of(t), t.request())
                  for t in self.active.values()}
-        return Planner(fleet, self.profile, facts, headroom_priority=self.headroom_priority)
+        return Planner(fleet, self.profile, facts, headroom_priority=self.headroom_priority,
+                       spend=spend)
 
     async def answer(self, key: Hashable | None, compute: Callable[[Planner], T]) -> T:
         """``compute`` on a frozen planner in a worker thread, so the hub's loop goes on;
@@ -113,7 +117,7 @@ class Planner:
         hit = self._cache.get(key) if key is not None else None
         if hit is not None and hit[0] == stamp and time.monotonic() - hit[1] < CACHE_SECONDS:
             return hit[2]  # type: ignore[return-value]
-        value = await asyncio.to_thread(compute, await self.frozen_stepwise())
+        value = await asyncio.to_thread(compute, await self.frozen_stepwise(spend=True))
         if key is not None:
             self._cache[key] = (stamp, time.monotonic(), value)
         return value
@@ -125,14 +129,15 @@ class Planner:
         bound: QuotaProbe | None = None if allowed is None else (lambda _q, _s: allowed)
         return await asyncio.to_thread(
             count_fit, await copy_fleet_stepwise(self.fleet), self.profile, spec, limit=req.limit,
-            headroom_priority=self.headroom_priority, quota=bound)
+            headroom_priority=self.headroom_priority, quota=bound, spend=True)
 
     # -- the answers --------------------------------------------------------------------------
 
     def fit(self, req: FitRequest) -> FitAnswer:
         """How many more tasks like ``req`` fit now."""
         return count_fit(self.fleet, self.profile, self._spec(req), limit=req.limit,
-                         headroom_priority=self.headroom_priority, quota=self.quota)
+                         headroom_priority=self.headroom_priority, quota=self.quota,
+                         spend=self.spend)
 
     def _spec(self, req: FitRequest) -> TaskSpec:
         spec = req.task_spec()
@@ -146,7 +151,7 @@ class Planner:
                 running.setdefault(task.cluster, []).append(
                     Running(task.request(), self._model_of(task), (-task.priority, task.seq)))
         return n_minus_one(self.fleet, self.profile, running,
-                           headroom_priority=self.headroom_priority)
+                           headroom_priority=self.headroom_priority, spend=self.spend)
 
     def report(self, by: GroupBy = "cluster", cluster: str | None = None,
                shapes: Sequence[Shape] | None = None) -> CapacityReport:
