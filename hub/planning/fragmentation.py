@@ -117,7 +117,13 @@ class _Memo:
         return out
 
 
-def _stranded(frees: Iterable[int], want: int, unusable: bool) -> int:
-    """Free milli-devices among ``frees`` that a replica wanting ``want`` cannot use: all of
-    them when ``unusable`` (it does not fit on the node, or the devices lack its memory)."""
-    return sum(free for free in frees if free > 0 and (unusable or too_small(free, want)))
+def _stranded(frees: tuple[int, ...], want: int, unusable: bool) -> int:
+    """Free milli-devices among ``frees`` (effective shares: 0 to 1000) that a replica
+    wanting ``want`` cannot use (``too_small``): all of them when ``unusable`` (it does not
+    fit on the node, or the devices lack its memory), all but the wholly free cards for a
+    whole-card replica."""
+    if unusable:
+        return sum(frees)
+    if want >= WHOLE:
+        return sum(frees) - WHOLE * frees.count(WHOLE)
+    return sum(free for free in frees if too_small(free, want))

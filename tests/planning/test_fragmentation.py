@@ -102,7 +102,7 @@ def _from_report(cluster: ClusterInfo, shapes: list[WeightedShape]) -> dict[str,
 
 
 CLASSES = [("H100", 80), ("A100", 40), ("A100", 80), ("T4", 16)]
-SHARES = st.sampled_from([0, 100, 250, 500, 750, 1000])
+SHARES = st.sampled_from([0, 100, 250, 500, 750, 1000, 1500])   # 1500: out of range
 
 
 CPUS = st.sampled_from([30_000, 48_000])

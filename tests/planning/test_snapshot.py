@@ -5,18 +5,20 @@ file its index in the same order (the scheduler takes the first node found)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuyao.capacity import FitRequest
+from fuyao.capacity import ClusterLoss, FitRequest
 from fuyao.inventory import NodeInfo
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask
 from hub.fleet import ClusterInfo, FleetView
 from hub.placement import DEFAULT_PROFILE, Scheduler
+from hub.planning import failover
 from hub.planning.planner import Planner
 from hub.planning.snapshot import copy_fleet, rebuilt_fleet
 from tests.placement.builders import fleet_of, node
@@ -131,3 +133,24 @@ def test_the_copy_leaves_the_live_view_and_its_node_states_alone() -> None:
     assert all(after[name] is state for name, state in before.items())
     assert {name: n.dev_free for name, n in after.items()} == frees
     assert live.fleet.capacity() == capacity
+
+
+@given(CLUSTERS, st.lists(st.integers(0, 20), max_size=12), INDEXES, INDEXES)
+@settings(max_examples=60, deadline=None)
+def test_one_scheduler_judges_every_lost_cluster_as_a_fresh_one_would(
+        clusters: list[list[tuple]], tasks: list[int], freed: list[int],  # type: ignore[type-arg]
+        changed: list[int]) -> None:
+    """N-1 re-places each lost cluster's tasks with one scheduler, whose caches follow the
+    reservations made and given back: the verdicts are those of a new scheduler per lost
+    cluster (what N-1 did before)."""
+    live = build(clusters, tasks, freed, changed)
+    one = live._on(copy_fleet(live.fleet), spend=True).n_minus_one()
+    real = failover._lose
+
+    def fresh(copy: FleetView, _: Scheduler, lost: str, running: Sequence[failover.Running],
+              room: failover.Room) -> ClusterLoss:
+        return real(copy, Scheduler(copy, DEFAULT_PROFILE), lost, running, failover.Room())
+
+    with patch.object(failover, "_lose", fresh):
+        each = live._on(copy_fleet(live.fleet), spend=True).n_minus_one()
+    assert one == each
