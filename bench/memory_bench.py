@@ -51,7 +51,6 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from placement_bench import NODE_KINDS, make_node, make_requests  # beside this script
-
 from pydantic import BaseModel
 
 from fuyao.capacity import FitRequest

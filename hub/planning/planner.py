@@ -8,8 +8,9 @@ The REST router ``hub.api.planning`` calls it through ``answer`` / ``fit_async``
 view and the active tasks are copied on the hub's loop (``frozen_stepwise``: the loop runs
 between clusters; the copy shares the live node states, ``hub.planning.snapshot``), the
 thinking runs in a worker thread on that one copy (fit and N-1 pack onto it rather than
-copy it again), and an answer is reused for two seconds while nothing changed. Hooks set by the hub: ``quota`` (queue quotas,
-``hub.planning.quota``) and ``profiles`` (build a task from its ComputeProfile).
+copy it again), and an answer is reused for two seconds while nothing changed. Hooks set
+by the hub: ``quota`` (queue quotas, ``hub.planning.quota``) and ``profiles`` (build a task
+from its ComputeProfile).
 """
 
 from __future__ import annotations

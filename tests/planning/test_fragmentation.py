@@ -12,8 +12,7 @@ from fuyao.capacity import Shape
 from fuyao.errors import Conflict, InvalidInput
 from fuyao.fragmentation import too_small
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
-from fuyao.spec import TaskSpec
-from fuyao.spec import TaskRequests
+from fuyao.spec import TaskRequests, TaskSpec
 from hub.fleet import ClusterInfo, NodeState
 from hub.fleet.fit import plan_holds
 from hub.planning.fragmentation import (
