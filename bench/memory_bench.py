@@ -148,16 +148,19 @@ class CollectorClock:
         gc.callbacks.remove(self._tick)
 
 
-async def _stall(work: Callable[[], Awaitable[object]]) -> dict[str, float]:
-    """``work`` once while another task ticks on the loop: the longest gap between ticks
-    (the loop's longest stall, in ms) and the work's CPU seconds."""
+async def _stall(work: Callable[[], Awaitable[object]], tick: float = 0.0) -> dict[str, float]:
+    """``work`` once while another task ticks on the loop every ``tick`` seconds: the longest
+    gap between ticks (the loop's longest stall, in ms) and the process's CPU seconds. With
+    ``tick`` 0 the ticker spins whenever it has the loop: for work on the loop; for work in a
+    worker thread it takes a share of the CPU counted (~0.6 s a second of the worker's, as
+    ``control`` measured), so ``answers`` ticks every ms."""
     gaps: list[float] = []
     done = asyncio.Event()
 
     async def ticker() -> None:
         last = time.perf_counter()
         while not done.is_set():
-            await asyncio.sleep(0)
+            await asyncio.sleep(tick)
             now = time.perf_counter()
             gaps.append(now - last)
             last = now
@@ -216,6 +219,24 @@ def placed_tasks(fleet: FleetView, count: int) -> dict[str, ActiveTask]:
     return active
 
 
+CONTROL_SECONDS = 1.0
+ANSWER_TICK = 0.001   # the ticker's period while an answer is timed (its stall includes it)
+
+
+class _Digest(BaseModel):
+    """What the control "answers": how many steps it took."""
+
+    steps: int
+
+
+def _spin(seconds: float) -> _Digest:
+    """Pure Python work in a worker thread for ``seconds`` of CPU (holding the GIL)."""
+    steps, end = 0, time.thread_time() + seconds
+    while time.thread_time() < end:
+        steps += sum(range(100))
+    return _Digest(steps=0)
+
+
 def answers(fleet: FleetView, active: Mapping[str, ActiveTask],
             rounds: int) -> dict[str, list[dict[str, object]]]:
     """The REST planning answers as ``hub.api.planning`` asks them (``Planner.answer`` with
@@ -223,12 +244,15 @@ def answers(fleet: FleetView, active: Mapping[str, ActiveTask],
     ``rounds`` times, alternated: the event loop's longest stall and the CPU (process time,
     the worker thread's included), and a digest of the answer. The calls are the same in
     trees before the shared copy: run this script with ``PYTHONPATH`` at another tree to time
-    its answers; equal digests from the same ``--seed`` are equal answers."""
+    its answers; equal digests from the same ``--seed`` are equal answers. ``control`` is no
+    answer: a worker thread computing for ``CONTROL_SECONDS``, the stall the GIL and the
+    machine's load alone give the loop."""
     planner = Planner(fleet, DEFAULT_PROFILE, active)
     kinds: dict[str, Callable[[], Awaitable[BaseModel]]] = {
         "report": lambda: planner.answer(None, lambda p: p.report()),
         "n-1": lambda: planner.answer(None, lambda p: p.n_minus_one()),
         "fit": lambda: planner.fit_async(FitRequest(gpu=1)),
+        "control": lambda: asyncio.to_thread(_spin, CONTROL_SECONDS),
     }
     out: dict[str, list[dict[str, object]]] = {kind: [] for kind in kinds}
     order = [*kinds, *reversed(kinds)] * rounds
@@ -238,7 +262,7 @@ def answers(fleet: FleetView, active: Mapping[str, ActiveTask],
         async def ask(kind: str = kind, found: list[BaseModel] = found) -> None:
             found.append(await kinds[kind]())
 
-        timed: dict[str, object] = {**asyncio.run(_stall(ask))}
+        timed: dict[str, object] = {**asyncio.run(_stall(ask, ANSWER_TICK))}
         timed["digest"] = hashlib.sha256(found[0].model_dump_json().encode()).hexdigest()[:16]
         out[kind].append(timed)
     return out
