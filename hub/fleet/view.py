@@ -86,6 +86,17 @@ class FleetView:
         for task_id in [t for t, r in self._reservations.items() if r.cluster == name]:
             del self._reservations[task_id]
 
+    def clear(self) -> None:
+        """Forget every cluster and reservation: a planning copy once spent, so that its
+        clusters (which call back into the view) are freed by reference counting rather
+        than left to the cyclic collector."""
+        self._ordered = None
+        self._changed.clear()
+        self._reservations.clear()
+        self._memo.clear()
+        while self._clusters:   # one at a time: a thread clearing lets the others run between
+            self._clusters.popitem()
+
     def set_state(self, name: str, state: ClusterState) -> None:
         """Record a health transition (Ready, Unknown, NotReady...)."""
         c = self._get(name)

@@ -51,9 +51,12 @@ def n_minus_one(
     capacity is as it was after, the order of its index's buckets may not be)."""
     copy = fleet if spend else copy_fleet(fleet)
     scheduler, room = Scheduler(copy, profile, headroom_priority=headroom_priority), Room()
-    losses = {c.name: _lose(copy, scheduler, c.name,
-                            sorted(running.get(c.name, ()), key=lambda r: r.order), room)
-              for c in copy.clusters()}
+    try:
+        losses = {c.name: _lose(copy, scheduler, c.name,
+                                sorted(running.get(c.name, ()), key=lambda r: r.order), room)
+                  for c in copy.clusters()}
+    finally:
+        scheduler.forget()   # its tables hold the copy's clusters in a cycle
     names = list(losses)
     recommended = {
         name: round(max((losses[other].headroom_needed for other in names if other != name),

@@ -42,9 +42,18 @@ def count_fit(
     stop = limit if allowed is None else min(limit, allowed)
     copy = fleet if spend else copy_fleet(fleet)
     scheduler = Scheduler(copy, profile, headroom_priority=headroom_priority)
+    counts = {c.name: 0 for c in copy.clusters()}
+    try:
+        return _pack(scheduler, spec, counts, stop, limit, allowed)
+    finally:
+        scheduler.forget()   # its tables hold the copy's clusters in a cycle
+
+
+def _pack(scheduler: Scheduler, spec: TaskSpec, counts: dict[str, int], stop: int, limit: int,
+          allowed: int | None) -> FitAnswer:
+    """Place ``spec`` one task at a time until nothing fits or ``stop``; the answer."""
     selector = parse_selector(spec.effective_selector())
     requests = spec.requests()
-    counts = {c.name: 0 for c in copy.clusters()}
     limited: dict[str, str] = {}
     placed = 0
     while placed < stop:

@@ -8,7 +8,10 @@ The REST router ``hub.api.planning`` calls it through ``answer`` / ``fit_async``
 view and the active tasks are copied on the hub's loop (``frozen_stepwise``: the loop runs
 between clusters; the copy shares the live node states, ``hub.planning.snapshot``), the
 thinking runs in a worker thread on that one copy (fit and N-1 pack onto it rather than
-copy it again), and an answer is reused for two seconds while nothing changed. Hooks set
+copy it again), and an answer is reused for two seconds while nothing changed. The cyclic
+collector is paused from the copy's start to the answer (its passes over the copy's index
+held the loop 0.1-0.5 s each at 300 clusters x 1,000 nodes), and the spent copy is cleared
+so that reference counting frees it. Hooks set
 by the hub: ``quota`` (queue quotas, ``hub.planning.quota``) and ``profiles`` (build a task
 from its ComputeProfile).
 """
@@ -26,7 +29,7 @@ from fuyao.errors import NotFound
 from fuyao.selector import Selector
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask
-from hub.fleet import NO_MODEL, FleetView
+from hub.fleet import NO_MODEL, FleetView, collector_paused
 from hub.placement import PlacementRequest, Profile
 from hub.planning.failover import Running, n_minus_one
 from hub.planning.fit import QuotaProbe, count_fit
@@ -42,6 +45,7 @@ from hub.planning.report import (
 from hub.planning.snapshot import copy_fleet, copy_fleet_stepwise
 
 T = TypeVar("T")
+A = TypeVar("A")
 CACHE_SECONDS = 2.0
 ProfileLookup = Callable[[TaskSpec], TaskSpec]
 """A spec naming a ComputeProfile -> the spec built from it (an error if it is unknown)."""
@@ -72,6 +76,15 @@ class TaskFacts:
     def request(self) -> PlacementRequest:
         """The placement request, as ``ActiveTask.request``."""
         return self.placement
+
+
+def _released(compute: Callable[[A], T], arg: A, copy: FleetView) -> T:
+    """``compute(arg)``, then ``copy`` (a planning copy it spent) cleared (``FleetView.clear``)
+    in the same worker thread: freed by reference counting, not by the collector."""
+    try:
+        return compute(arg)
+    finally:
+        copy.clear()
 
 
 class Planner:
@@ -118,7 +131,9 @@ class Planner:
         hit = self._cache.get(key) if key is not None else None
         if hit is not None and hit[0] == stamp and time.monotonic() - hit[1] < CACHE_SECONDS:
             return hit[2]  # type: ignore[return-value]
-        value = await asyncio.to_thread(compute, await self.frozen_stepwise(spend=True))
+        with collector_paused():
+            frozen = await self.frozen_stepwise(spend=True)
+            value = await asyncio.to_thread(_released, compute, frozen, frozen.fleet)
         if key is not None:
             self._cache[key] = (stamp, time.monotonic(), value)
         return value
@@ -128,9 +143,11 @@ class Planner:
         spec = self._spec(req)
         allowed = self.quota(spec.queue, spec) if self.quota is not None else None
         bound: QuotaProbe | None = None if allowed is None else (lambda _q, _s: allowed)
-        return await asyncio.to_thread(
-            count_fit, await copy_fleet_stepwise(self.fleet), self.profile, spec, limit=req.limit,
-            headroom_priority=self.headroom_priority, quota=bound, spend=True)
+        with collector_paused():
+            copy = await copy_fleet_stepwise(self.fleet)
+            return await asyncio.to_thread(_released, lambda fleet: count_fit(
+                fleet, self.profile, spec, limit=req.limit,
+                headroom_priority=self.headroom_priority, quota=bound, spend=True), copy, copy)
 
     # -- the answers --------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ file its index in the same order (the scheduler takes the first node found)."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from unittest.mock import patch
@@ -154,3 +155,20 @@ def test_one_scheduler_judges_every_lost_cluster_as_a_fresh_one_would(
     with patch.object(failover, "_lose", fresh):
         each = live._on(copy_fleet(live.fleet), spend=True).n_minus_one()
     assert one == each
+
+
+def test_a_spent_copy_is_freed_without_the_cyclic_collector() -> None:
+    """The REST answers pause the collector while they think; the copy they spend must go
+    by reference counting once cleared (the schedulers' tables list themselves: ``forget``)."""
+    live = build([[(("H100", 8), [1000] * 8, 64, "a", False)] * 3] * 2, [0, 1, 2], [], [])
+    gc.collect()
+    gc.disable()
+    try:
+        for ask in (lambda p: p.fit(FitRequest(gpu=1)), lambda p: p.report()):
+            spent = live._on(copy_fleet(live.fleet), spend=True)
+            ask(spent)
+            spent.fleet.clear()
+            del spent
+            assert gc.collect() == 0
+    finally:
+        gc.enable()
