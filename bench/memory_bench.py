@@ -38,22 +38,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import json
+import os
 import random
 import resource
 import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from placement_bench import NODE_KINDS, make_node, make_requests  # beside this script
+from pydantic import BaseModel
 
+from fuyao.capacity import FitRequest
 from fuyao.inventory import NodeInfo, node_from_proto, node_to_proto
-from fuyao.spec import ClusterState
+from fuyao.spec import ClusterState, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
+from hub.activetask import ActiveTask
 from hub.config import Timings
 from hub.fleet import FleetView, collector_paused
 from hub.placement import DEFAULT_PROFILE, Scheduler
@@ -143,16 +148,19 @@ class CollectorClock:
         gc.callbacks.remove(self._tick)
 
 
-async def _stall(work: Callable[[], Awaitable[object]]) -> dict[str, float]:
-    """``work`` once while another task ticks on the loop: the longest gap between ticks
-    (the loop's longest stall, in ms) and the work's CPU seconds."""
+async def _stall(work: Callable[[], Awaitable[object]], tick: float = 0.0) -> dict[str, float]:
+    """``work`` once while another task ticks on the loop every ``tick`` seconds: the longest
+    gap between ticks (the loop's longest stall, in ms) and the process's CPU seconds. With
+    ``tick`` 0 the ticker spins whenever it has the loop: for work on the loop; for work in a
+    worker thread it takes a share of the CPU counted (~0.6 s a second of the worker's, as
+    ``control`` measured), so ``answers`` ticks every ms."""
     gaps: list[float] = []
     done = asyncio.Event()
 
     async def ticker() -> None:
         last = time.perf_counter()
         while not done.is_set():
-            await asyncio.sleep(0)
+            await asyncio.sleep(tick)
             now = time.perf_counter()
             gaps.append(now - last)
             last = now
@@ -186,6 +194,77 @@ def planning(fleet: FleetView) -> dict[str, list[dict[str, float]]]:
     out: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     for kind in [*kinds, *reversed(kinds)]:
         out[kind].append(asyncio.run(_stall(kinds[kind])))
+    return out
+
+
+ANSWER_SPECS = (TaskSpec(name="one", gpu=1), TaskSpec(name="half", gpu="500m"),
+                TaskSpec(name="two", gpu=2), TaskSpec(name="cpu", cpu=4))
+
+
+def placed_tasks(fleet: FleetView, count: int) -> dict[str, ActiveTask]:
+    """``count`` tasks (1 card, half a card, 2 cards, 4 cores in turn) placed by the scheduler
+    and reserved, as the hub's active tasks: N-1 re-places them, the report's mix is theirs."""
+    now = datetime.now(UTC)
+    scheduler = Scheduler(fleet)
+    active: dict[str, ActiveTask] = {}
+    for seq in range(count):
+        spec = ANSWER_SPECS[seq % len(ANSWER_SPECS)]
+        task = ActiveTask(id=f"task-{seq}", name=f"task-{seq}", spec=spec,
+                          state=TaskState.QUEUED, queue="default", priority=0, seq=seq,
+                          created_at=now, updated_at=now)
+        result = scheduler.schedule(task.request())
+        if result.cluster is not None and scheduler.reserve(task.request(), result).ok:
+            task.state, task.cluster, task.node = TaskState.PLACED, result.cluster, result.nodes[0]
+        active[task.id] = task
+    return active
+
+
+CONTROL_SECONDS = 1.0
+ANSWER_TICK = 0.001   # the ticker's period while an answer is timed (its stall includes it)
+
+
+class _Digest(BaseModel):
+    """What the control "answers": how many steps it took."""
+
+    steps: int
+
+
+def _spin(seconds: float) -> _Digest:
+    """Pure Python work in a worker thread for ``seconds`` of CPU (holding the GIL)."""
+    steps, end = 0, time.thread_time() + seconds
+    while time.thread_time() < end:
+        steps += sum(range(100))
+    return _Digest(steps=0)
+
+
+def answers(fleet: FleetView, active: Mapping[str, ActiveTask],
+            rounds: int) -> dict[str, list[dict[str, object]]]:
+    """The REST planning answers as ``hub.api.planning`` asks them (``Planner.answer`` with
+    the cache bypassed, ``Planner.fit_async``; ``fit``: 1 card, the default limit), each
+    ``rounds`` times, alternated: the event loop's longest stall and the CPU (process time,
+    the worker thread's included), and a digest of the answer. The calls are the same in
+    trees before the shared copy: run this script with ``PYTHONPATH`` at another tree to time
+    its answers; equal digests from the same ``--seed`` are equal answers. ``control`` is no
+    answer: a worker thread computing for ``CONTROL_SECONDS``, the stall the GIL and the
+    machine's load alone give the loop."""
+    planner = Planner(fleet, DEFAULT_PROFILE, active)
+    kinds: dict[str, Callable[[], Awaitable[BaseModel]]] = {
+        "report": lambda: planner.answer(None, lambda p: p.report()),
+        "n-1": lambda: planner.answer(None, lambda p: p.n_minus_one()),
+        "fit": lambda: planner.fit_async(FitRequest(gpu=1)),
+        "control": lambda: asyncio.to_thread(_spin, CONTROL_SECONDS),
+    }
+    out: dict[str, list[dict[str, object]]] = {kind: [] for kind in kinds}
+    order = [*kinds, *reversed(kinds)] * rounds
+    for kind in order[:len(kinds) * rounds]:
+        found: list[BaseModel] = []
+
+        async def ask(kind: str = kind, found: list[BaseModel] = found) -> None:
+            found.append(await kinds[kind]())
+
+        timed: dict[str, object] = {**asyncio.run(_stall(ask, ANSWER_TICK))}
+        timed["digest"] = hashlib.sha256(found[0].model_dump_json().encode()).hexdigest()[:16]
+        out[kind].append(timed)
     return out
 
 
@@ -229,6 +308,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     gc.collect()
     after_fleet = rss_bytes()
     copies = planning(fleet) if args.planning else None
+    load = os.getloadavg()[0]
+    active = placed_tasks(fleet, args.answer_tasks) if args.answers else {}
+    answered = answers(fleet, active, args.answer_rounds) if args.answers else None
     scheduler = Scheduler(fleet)
     times: list[float] = []
     for req in make_requests(rng, args.decisions):
@@ -260,6 +342,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "decisions": len(times),
         "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
         "planning": copies,
+        "answers": answered,
+        "answer_tasks": len(active),
+        "load_before_answers": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
     }
 
 
@@ -289,6 +375,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="after the build, time a capacity sample and the planning copy a "
                              "cluster at a time and at once (alternated, twice each): the "
                              "event loop's longest stall and the CPU")
+    parser.add_argument("--answers", action="store_true",
+                        help="after the build, time the REST planning answers (report, n-1, "
+                             "fit: the loop's longest stall, CPU, a digest of the answer)")
+    parser.add_argument("--answer-tasks", type=int, default=0,
+                        help="tasks placed (reserved) before --answers, as active tasks")
+    parser.add_argument("--answer-rounds", type=int, default=2,
+                        help="times each answer is timed (alternated)")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 x 200")
     parser.add_argument("--json", action="store_true", help="print only a JSON summary")
     args = parser.parse_args(argv)

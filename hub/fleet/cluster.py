@@ -361,6 +361,10 @@ class ClusterInfo:
             out.append(node)
         return out
 
+    def held(self, node: str) -> bool:
+        """True when hub reservations hold something on ``node``."""
+        return node in self._holds
+
     def totals(self) -> dict[str, ModelTotals]:
         """Running sums per capacity row (device model or ``none``); do not modify."""
         return self._totals
@@ -474,6 +478,43 @@ class ClusterInfo:
             nodes[name] = new
             node_group[name] = group
             added.append(new)
+        self._file_grouped(filed, added)
+
+    def _put_states(self, states: Iterable[NodeState]) -> None:
+        """File node states another view built into a cluster that holds no node (a planning
+        snapshot, ``hub.planning.snapshot``), as ``_put_all`` files the reports they came from.
+
+        The states are shared, not copied (they are read-only once filed): each must carry
+        its labels as filed by a cluster with the same per-node keys, or be new (its labels
+        are then filed here). Only the containers (nodes, groups, buckets, sums) are new.
+        """
+        if self._nodes:
+            raise ValueError(f"cluster {self.name}: _put_states needs a cluster without nodes")
+        with collector_paused():
+            groups, ignore = self._groups, self._ignore
+            nodes, node_group = self._nodes, self._node_group
+            added: list[NodeState] = []
+            filed: dict[Group, list[NodeState]] = {}
+            for state in states:
+                labels = state.labels
+                if type(labels) is NodeLabels and labels.ignored is ignore:
+                    group = groups.get(labels.key)   # read, not refiled: the state is shared
+                    if group is None:
+                        group = groups[labels.key] = Group(labels.key)
+                else:
+                    group = self._group_for(state)
+                into = filed.get(group)
+                if into is None:
+                    into = filed[group] = []
+                into.append(state)
+                nodes[state.name] = state
+                node_group[state.name] = group
+                added.append(state)
+            self._file_grouped(filed, added)
+
+    def _file_grouped(self, filed: Mapping[Group, list[NodeState]],
+                      added: list[NodeState]) -> None:
+        """The tail of a whole inventory's filing: the groups' buckets, the sums, versions."""
         # A group's buckets hold only its own nodes: filing group by group, each in report
         # order, fills every bucket in the order filing node by node does.
         for group, members in filed.items():

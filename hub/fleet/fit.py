@@ -528,6 +528,9 @@ def _assign(
     return Miss(kinds[reached], len(placed))
 
 
+_NO_HOLD = Hold()   # read only
+
+
 def plan_holds(
     cluster: ClusterInfo, requests: TaskRequests, nodes: Sequence[str], model: str | None,
 ) -> dict[str, Hold]:
@@ -546,13 +549,33 @@ def plan_holds(
     return plan
 
 
+def room_besides_devices(
+    state: NodeState, requests: TaskRequests, hold: Hold = _NO_HOLD,
+) -> bool:
+    """Schedulable, with the cpu, memory and a pod slot for one more replica after ``hold``:
+    ``plan_holds``'s check but for the devices (``devices_for_one``)."""
+    return (state.schedulable and state.cpu - hold.cpu_milli >= requests.cpu_milli
+            and state.mem - hold.memory_mib >= requests.memory_mib
+            and state.pods - hold.pods >= 1)
+
+
+def devices_for_one(state: NodeState, requests: TaskRequests) -> bool:
+    """True when the node's devices (any model) could give one replica: the device part of
+    ``plan_holds``'s check for one replica (``_pick_devices`` finds some), read from each
+    class's counts - wholly free cards, the largest partly free share."""
+    want = requests.gpu_milli
+    if want == 0:
+        return True
+    for (_, memory), slot in state.classes.items():
+        if memory < requests.gpu_memory_mib:
+            continue
+        if slot.full >= want // WHOLE if want >= WHOLE else slot.full or slot.partial >= want:
+            return True
+    return False
+
+
 def _add_replica(state: NodeState, hold: Hold, requests: TaskRequests, model: str | None) -> bool:
-    if (
-        not state.schedulable
-        or state.cpu - hold.cpu_milli < requests.cpu_milli
-        or state.mem - hold.memory_mib < requests.memory_mib
-        or state.pods - hold.pods < 1
-    ):
+    if not room_besides_devices(state, requests, hold):
         return False
     devices = _pick_devices(state, hold, requests, model)
     if devices is None:

@@ -24,7 +24,7 @@ from fuyao.taints import Taint
 from hub.fleet.capacity import capacity_rows
 from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
-from hub.fleet.nodes import Hold
+from hub.fleet.nodes import Hold, NodeState
 
 PER_NODE_LABEL_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
 """Labels that differ on every node: left out when grouping nodes by label set."""
@@ -86,6 +86,17 @@ class FleetView:
         for task_id in [t for t, r in self._reservations.items() if r.cluster == name]:
             del self._reservations[task_id]
 
+    def clear(self) -> None:
+        """Forget every cluster and reservation: a planning copy once spent, so that its
+        clusters (which call back into the view) are freed by reference counting rather
+        than left to the cyclic collector."""
+        self._ordered = None
+        self._changed.clear()
+        self._reservations.clear()
+        self._memo.clear()
+        while self._clusters:   # one at a time: a thread clearing lets the others run between
+            self._clusters.popitem()
+
     def set_state(self, name: str, state: ClusterState) -> None:
         """Record a health transition (Ready, Unknown, NotReady...)."""
         c = self._get(name)
@@ -103,6 +114,11 @@ class FleetView:
     def clusters(self) -> list[ClusterInfo]:
         """Every cluster, sorted by name."""
         return list(self.ordered)
+
+    @property
+    def per_node_label_keys(self) -> frozenset[str]:
+        """The label keys left out when grouping nodes (a copy of the view needs the same)."""
+        return self._ignore
 
     @property
     def ordered(self) -> tuple[ClusterInfo, ...]:
@@ -147,6 +163,11 @@ class FleetView:
                 c._put(node)
         else:   # a first inventory (or all new): filed in one pass
             c._put_all(fresh.values())
+
+    def file_states(self, cluster: str, states: Iterable[NodeState]) -> None:
+        """A planning snapshot's inventory (``hub.planning.snapshot``): node states another
+        view filed, shared as they are, into a cluster of this view that has no node yet."""
+        self._get(cluster)._put_states(states)
 
     def apply_delta(
         self, cluster: str, upserted: Iterable[NodeInfo], removed: Iterable[str],

@@ -133,6 +133,16 @@ class Scheduler:
         self._next_fit_id = itertools.count()
         self._positions_of: tuple[tuple[ClusterInfo, ...], dict[str, int]] = ((), {})
 
+    def forget(self) -> None:
+        """Drop every kept shape table (a planning answer's scheduler, done with its copy of
+        the fleet): a table lists its siblings, itself among them, so dropped with the
+        scheduler the tables - and the clusters they hold - wait for the cyclic collector."""
+        for siblings in self._siblings.values():
+            siblings.clear()
+        self._siblings.clear()
+        if self._tables is not None:
+            self._tables.clear()
+
     def schedule(self, req: PlacementRequest) -> PlacementResult:
         """Filter -> score -> select. Reserves nothing."""
         ctx = CycleState(self._least_overqualified)

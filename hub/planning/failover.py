@@ -7,7 +7,7 @@ failover would: ``failover=True`` - so, as DESIGN says, re-placements may use th
 clusters' headroom reserve - with X excluded, each reserved on the copy so the next sees
 the room taken. What does not fit is listed with its demand (``short``: devices per model
 it ran on, cores and GiB for CPU-only tasks). Then every reservation of the scenario is
-released and the next cluster is judged on the same copy.
+released and the next cluster is judged on the same copy (by the same scheduler).
 
 ``headroom_needed`` for X is the fraction of the capacity its tasks could use on the other
 open clusters (nodes their selector matches: devices of the model they ran on, cores for
@@ -44,13 +44,19 @@ class Running:
 
 def n_minus_one(
     fleet: FleetView, profile: Profile, running: Mapping[str, Sequence[Running]], *,
-    headroom_priority: int = 1000,
+    headroom_priority: int = 1000, spend: bool = False,
 ) -> NMinusOne:
-    """The N-1 verdict for every cluster of ``fleet`` (``running``: tasks per cluster)."""
-    copy = copy_fleet(fleet)
-    losses = {c.name: _lose(copy, profile, headroom_priority, c.name,
-                            sorted(running.get(c.name, ()), key=lambda r: r.order))
-              for c in copy.clusters()}
+    """The N-1 verdict for every cluster of ``fleet`` (``running``: tasks per cluster);
+    ``spend``: ``fleet`` is itself a planning copy nothing else reads, judged as it is (its
+    capacity is as it was after, the order of its index's buckets may not be)."""
+    copy = fleet if spend else copy_fleet(fleet)
+    scheduler, room = Scheduler(copy, profile, headroom_priority=headroom_priority), Room()
+    try:
+        losses = {c.name: _lose(copy, scheduler, c.name,
+                                sorted(running.get(c.name, ()), key=lambda r: r.order), room)
+                  for c in copy.clusters()}
+    finally:
+        scheduler.forget()   # its tables hold the copy's clusters in a cycle
     names = list(losses)
     recommended = {
         name: round(max((losses[other].headroom_needed for other in names if other != name),
@@ -62,11 +68,12 @@ def n_minus_one(
 
 
 def _lose(
-    copy: FleetView, profile: Profile, headroom_priority: int, lost: str,
-    tasks: Sequence[Running],
+    copy: FleetView, scheduler: Scheduler, lost: str, tasks: Sequence[Running], room: Room,
 ) -> ClusterLoss:
-    """Re-place ``lost``'s tasks on the others in ``copy``; undo the reservations after."""
-    scheduler = Scheduler(copy, profile, headroom_priority=headroom_priority)
+    """Re-place ``lost``'s tasks on the others in ``copy``; undo the reservations after.
+    One scheduler judges every lost cluster: its caches follow the copy's changes as the
+    hub's scheduler follows the live view's (decisions as an uncached one's), so a lost
+    cluster's first task re-judges only the clusters the last scenario touched."""
     moved: Counter[str] = Counter()
     unplaced: list[str] = []
     short: dict[str, float] = defaultdict(float)
@@ -90,7 +97,7 @@ def _lose(
     return ClusterLoss(
         safe=not unplaced, tasks=len(tasks), moved=dict(sorted(moved.items())),
         unplaced=unplaced, short={k: round(v, _DIGITS) for k, v in sorted(short.items())},
-        headroom_needed=round(_needed(tasks, others), _DIGITS),
+        headroom_needed=round(_needed(tasks, others, room), _DIGITS),
     )
 
 
@@ -102,7 +109,7 @@ def _demand(task: Running) -> dict[str, float]:
     return {"cpu": r.cpu_milli * r.replicas / 1000, "memory_gib": r.memory_mib * r.replicas / 1024}
 
 
-def _needed(tasks: Sequence[Running], others: Sequence[ClusterInfo]) -> float:
+def _needed(tasks: Sequence[Running], others: Sequence[ClusterInfo], room: Room) -> float:
     """The largest fraction of the capacity the tasks could use on the other (open)
     clusters that they would take: per selector and model (devices; cores for CPU-only)."""
     need: Counter[tuple[str, str]] = Counter()
@@ -119,9 +126,26 @@ def _needed(tasks: Sequence[Running], others: Sequence[ClusterInfo]) -> float:
     fractions = [0.0]
     for (key, model), amount in need.items():
         req = selectors[key]
-        room = sum(_usable(c, req, model) for c in open_)
-        fractions.append(_share(amount, room))
+        fractions.append(_share(amount, sum(room(c, req, model) for c in open_)))
     return max(fractions)
+
+
+class Room:
+    """``_usable`` per (cluster, selector, model), kept for one N-1 answer: it reads the
+    nodes' allocatable cpu, device counts and labels, which no re-placement changes (every
+    lost cluster's tasks would otherwise walk the other clusters' nodes again)."""
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        self.known: dict[tuple[str, str, str], int] = {}
+
+    def __call__(self, cluster: ClusterInfo, req: PlacementRequest, model: str) -> int:
+        key = (cluster.name, req.selector_key, model)
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = _usable(cluster, req, model)
+        return found
 
 
 def _usable(cluster: ClusterInfo, req: PlacementRequest, model: str) -> int:
@@ -134,7 +158,7 @@ def _usable(cluster: ClusterInfo, req: PlacementRequest, model: str) -> int:
             if found.per_node and not req.selector.matches(node.labels):
                 continue
             if model == NO_MODEL:
-                total += node.info.allocatable.cpu_milli
+                total += node.alloc.cpu_milli
             else:
                 total += node.model_devices.get(model, 0) * WHOLE
     return total

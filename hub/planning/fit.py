@@ -1,6 +1,7 @@
 """``capacity fit``: how many more tasks of one shape fit right now, per cluster and in total.
 
-``count_fit`` copies the fleet view (``hub.planning.snapshot``) and packs the shape one task
+``count_fit`` copies the fleet view (``hub.planning.snapshot``; not when handed a copy to
+spend, as ``Planner`` does) and packs the shape one task
 at a time through the hub's own scheduler and profile: each decision filters, scores and
 selects as a real placement would (per node, per device, headroom reserve counted), then
 reserves on the copy so the next one sees the capacity gone. It stops when no cluster
@@ -33,16 +34,26 @@ QUOTA: Final = "quota"
 
 def count_fit(
     fleet: FleetView, profile: Profile, spec: TaskSpec, *, limit: int,
-    headroom_priority: int = 1000, quota: QuotaProbe | None = None,
+    headroom_priority: int = 1000, quota: QuotaProbe | None = None, spend: bool = False,
 ) -> FitAnswer:
-    """Pack ``spec`` into a copy of ``fleet`` until nothing more fits (or ``limit``)."""
+    """Pack ``spec`` into a copy of ``fleet`` until nothing more fits (or ``limit``);
+    ``spend``: ``fleet`` is itself a planning copy nothing else reads, packed as it is."""
     allowed = quota(spec.queue, spec) if quota is not None else None
     stop = limit if allowed is None else min(limit, allowed)
-    copy = copy_fleet(fleet)
+    copy = fleet if spend else copy_fleet(fleet)
     scheduler = Scheduler(copy, profile, headroom_priority=headroom_priority)
+    counts = {c.name: 0 for c in copy.clusters()}
+    try:
+        return _pack(scheduler, spec, counts, stop, limit, allowed)
+    finally:
+        scheduler.forget()   # its tables hold the copy's clusters in a cycle
+
+
+def _pack(scheduler: Scheduler, spec: TaskSpec, counts: dict[str, int], stop: int, limit: int,
+          allowed: int | None) -> FitAnswer:
+    """Place ``spec`` one task at a time until nothing fits or ``stop``; the answer."""
     selector = parse_selector(spec.effective_selector())
     requests = spec.requests()
-    counts = {c.name: 0 for c in copy.clusters()}
     limited: dict[str, str] = {}
     placed = 0
     while placed < stop:

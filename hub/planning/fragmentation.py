@@ -24,12 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fuyao.capacity import MAX_SHAPES, Shape
-from fuyao.errors import Conflict
 from fuyao.fragmentation import too_small
 from fuyao.selector import Selector, parse_selector
 from fuyao.spec import TaskRequests, TaskSpec
 from hub.fleet import WHOLE, ClusterInfo, NodeState
-from hub.fleet.fit import plan_holds
+from hub.fleet.fit import devices_for_one, room_besides_devices
 
 DEFAULT_SHAPES = tuple(Shape(gpu=n, cpu="1", memory="1Gi", weight=1.0) for n in (1, 2, 4, 8))
 
@@ -72,36 +71,59 @@ def resolve(shapes: Sequence[Shape]) -> list[WeightedShape]:
 
 
 def fragmented_devices(cluster: ClusterInfo, shapes: Sequence[WeightedShape]) -> dict[str, float]:
-    """Shape-weighted fragmented devices of each model in ``cluster`` (schedulable nodes)."""
+    """Shape-weighted fragmented devices of each model in ``cluster`` (schedulable nodes).
+
+    Whether one replica fits is read from the node's counts (``room_besides_devices``,
+    ``devices_for_one``: ``plan_holds``'s check); a device class's stranded share is worked
+    out once per shape and free shares (``_Memo``); the sums are added node by node, model
+    by model, in the order read device by device (the same floats)."""
     out: dict[str, float] = defaultdict(float)
+    memos = [_Memo(shape) for shape in shapes]
     for node in cluster.nodes():
         if not node.schedulable or not any(any(s.frees) for s in node.classes.values()):
             continue
-        for shape in shapes:
-            for model, milli in _node_fragments(cluster, node, shape).items():
-                out[model] += shape.weight * milli / WHOLE
+        for memo in memos:
+            weight = memo.shape.weight
+            for model, milli in memo.fragments(node).items():
+                out[model] += weight * milli / WHOLE
     return dict(out)
 
 
-def _node_fragments(cluster: ClusterInfo, node: NodeState, shape: WeightedShape) -> dict[str, int]:
-    """Free milli-devices per model on ``node`` that ``shape`` cannot use (read from the
-    node's device classes: each class's model, memory and effective free shares)."""
-    fits = shape.selector.matches(node.labels) and _one_fits(cluster, node, shape.requests)
-    want = shape.requests.gpu_milli
-    want_memory = shape.requests.gpu_memory_mib
-    out: dict[str, int] = defaultdict(int)
-    for (model, memory), slot in node.classes.items():
-        unusable = not fits or memory < want_memory
-        for free in slot.frees:
-            if free > 0 and (unusable or too_small(free, want)):
-                out[model] += free
-    return out
+class _Memo:
+    """``_node_fragments`` for one shape, with each device class's part kept per (free
+    shares, usable): nodes reporting alike repeat them."""
+
+    __slots__ = ("parts", "shape")
+
+    def __init__(self, shape: WeightedShape) -> None:
+        self.shape = shape
+        self.parts: dict[tuple[tuple[int, ...], bool], int] = {}
+
+    def fragments(self, node: NodeState) -> dict[str, int]:
+        """Free milli-devices per model on ``node`` that the shape cannot use."""
+        shape = self.shape
+        requests = shape.requests
+        fits = (room_besides_devices(node, requests) and devices_for_one(node, requests)
+                and shape.selector.matches(node.labels))
+        want, want_memory, parts = requests.gpu_milli, requests.gpu_memory_mib, self.parts
+        out: dict[str, int] = defaultdict(int)
+        for (model, memory), slot in node.classes.items():
+            key = (slot.frees, not fits or memory < want_memory)
+            part = parts.get(key)
+            if part is None:
+                part = parts[key] = _stranded(slot.frees, want, key[1])
+            if part:
+                out[model] += part
+        return out
 
 
-def _one_fits(cluster: ClusterInfo, node: NodeState, requests: TaskRequests) -> bool:
-    """Would one replica fit on this node now (the reservation's own check)?"""
-    try:
-        plan_holds(cluster, requests, [node.name], None)
-    except Conflict:
-        return False
-    return True
+def _stranded(frees: tuple[int, ...], want: int, unusable: bool) -> int:
+    """Free milli-devices among ``frees`` (effective shares: 0 to 1000) that a replica
+    wanting ``want`` cannot use (``too_small``): all of them when ``unusable`` (it does not
+    fit on the node, or the devices lack its memory), all but the wholly free cards for a
+    whole-card replica."""
+    if unusable:
+        return sum(frees)
+    if want >= WHOLE:
+        return sum(frees) - WHOLE * frees.count(WHOLE)
+    return sum(free for free in frees if too_small(free, want))

@@ -6,8 +6,12 @@ through the real scheduler and fit code on a copy of the fleet view: ``fit``
 (fragmentation and grouping, ``hub.planning.fragmentation`` and ``hub.planning.report``).
 The REST router ``hub.api.planning`` calls it through ``answer`` / ``fit_async``: the fleet
 view and the active tasks are copied on the hub's loop (``frozen_stepwise``: the loop runs
-between clusters), the thinking runs in a worker thread, and an answer is reused for two
-seconds while nothing changed. Hooks set by the hub: ``quota`` (queue quotas,
+between clusters; the copy shares the live node states, ``hub.planning.snapshot``), the
+thinking runs in a worker thread on that one copy (fit and N-1 pack onto it rather than
+copy it again), and an answer is reused for two seconds while nothing changed. The cyclic
+collector is paused from the copy's start to the answer (its passes over the copy's index
+held the loop 0.4-0.45 s each at 300 clusters x 1,000 nodes), and the spent copy is cleared
+so that reference counting frees it. Hooks set by the hub: ``quota`` (queue quotas,
 ``hub.planning.quota``) and ``profiles`` (build a task from its ComputeProfile).
 """
 
@@ -24,7 +28,7 @@ from fuyao.errors import NotFound
 from fuyao.selector import Selector
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask
-from hub.fleet import NO_MODEL, FleetView
+from hub.fleet import NO_MODEL, FleetView, collector_paused
 from hub.placement import PlacementRequest, Profile
 from hub.planning.failover import Running, n_minus_one
 from hub.planning.fit import QuotaProbe, count_fit
@@ -40,6 +44,7 @@ from hub.planning.report import (
 from hub.planning.snapshot import copy_fleet, copy_fleet_stepwise
 
 T = TypeVar("T")
+A = TypeVar("A")
 CACHE_SECONDS = 2.0
 ProfileLookup = Callable[[TaskSpec], TaskSpec]
 """A spec naming a ComputeProfile -> the spec built from it (an error if it is unknown)."""
@@ -72,13 +77,23 @@ class TaskFacts:
         return self.placement
 
 
+def _released(compute: Callable[[A], T], arg: A, copy: FleetView) -> T:
+    """``compute(arg)``, then ``copy`` (a planning copy it spent) cleared (``FleetView.clear``)
+    in the same worker thread: freed by reference counting, not by the collector."""
+    try:
+        return compute(arg)
+    finally:
+        copy.clear()
+
+
 class Planner:
     """Capacity answers for one hub: fit, N-1, the capacity report."""
 
     def __init__(self, fleet: FleetView, profile: Profile,
                  active: Mapping[str, ActiveTask] | Mapping[str, TaskFacts],
-                 *, headroom_priority: int = 1000) -> None:
+                 *, headroom_priority: int = 1000, spend: bool = False) -> None:
         self.fleet = fleet
+        self.spend = spend   # the fleet is a copy for one answer: fit and N-1 pack onto it
         self.profile = profile
         self.active = active
         self.headroom_priority = headroom_priority
@@ -93,17 +108,19 @@ class Planner:
         which nothing else touches: it may run on another thread."""
         return self._on(copy_fleet(self.fleet))
 
-    async def frozen_stepwise(self) -> Planner:
+    async def frozen_stepwise(self, *, spend: bool = False) -> Planner:
         """``frozen`` with the fleet copied a cluster at a time (``copy_fleet_stepwise``), the
-        event loop running between clusters; the active tasks are copied at the end."""
-        return self._on(await copy_fleet_stepwise(self.fleet))
+        event loop running between clusters; the active tasks are copied at the end.
+        ``spend``: the planner answers one question, on its copy (not copied again)."""
+        return self._on(await copy_fleet_stepwise(self.fleet), spend)
 
-    def _on(self, fleet: FleetView) -> Planner:
+    def _on(self, fleet: FleetView, spend: bool = False) -> Planner:
         """A planner over ``fleet`` (a copy) and a copy of the active tasks as they are now."""
         facts = {t.id: TaskFacts(t.id, t.name, t.spec, t.state, t.queue, t.priority, t.seq,
                                  t.cluster, t.node, self._model_of(t), t.request())
                  for t in self.active.values()}
-        return Planner(fleet, self.profile, facts, headroom_priority=self.headroom_priority)
+        return Planner(fleet, self.profile, facts, headroom_priority=self.headroom_priority,
+                       spend=spend)
 
     async def answer(self, key: Hashable | None, compute: Callable[[Planner], T]) -> T:
         """``compute`` on a frozen planner in a worker thread, so the hub's loop goes on;
@@ -113,7 +130,9 @@ class Planner:
         hit = self._cache.get(key) if key is not None else None
         if hit is not None and hit[0] == stamp and time.monotonic() - hit[1] < CACHE_SECONDS:
             return hit[2]  # type: ignore[return-value]
-        value = await asyncio.to_thread(compute, await self.frozen_stepwise())
+        with collector_paused():
+            frozen = await self.frozen_stepwise(spend=True)
+            value = await asyncio.to_thread(_released, compute, frozen, frozen.fleet)
         if key is not None:
             self._cache[key] = (stamp, time.monotonic(), value)
         return value
@@ -123,16 +142,19 @@ class Planner:
         spec = self._spec(req)
         allowed = self.quota(spec.queue, spec) if self.quota is not None else None
         bound: QuotaProbe | None = None if allowed is None else (lambda _q, _s: allowed)
-        return await asyncio.to_thread(
-            count_fit, await copy_fleet_stepwise(self.fleet), self.profile, spec, limit=req.limit,
-            headroom_priority=self.headroom_priority, quota=bound)
+        with collector_paused():
+            copy = await copy_fleet_stepwise(self.fleet)
+            return await asyncio.to_thread(_released, lambda fleet: count_fit(
+                fleet, self.profile, spec, limit=req.limit,
+                headroom_priority=self.headroom_priority, quota=bound, spend=True), copy, copy)
 
     # -- the answers --------------------------------------------------------------------------
 
     def fit(self, req: FitRequest) -> FitAnswer:
         """How many more tasks like ``req`` fit now."""
         return count_fit(self.fleet, self.profile, self._spec(req), limit=req.limit,
-                         headroom_priority=self.headroom_priority, quota=self.quota)
+                         headroom_priority=self.headroom_priority, quota=self.quota,
+                         spend=self.spend)
 
     def _spec(self, req: FitRequest) -> TaskSpec:
         spec = req.task_spec()
@@ -146,7 +168,7 @@ class Planner:
                 running.setdefault(task.cluster, []).append(
                     Running(task.request(), self._model_of(task), (-task.priority, task.seq)))
         return n_minus_one(self.fleet, self.profile, running,
-                           headroom_priority=self.headroom_priority)
+                           headroom_priority=self.headroom_priority, spend=self.spend)
 
     def report(self, by: GroupBy = "cluster", cluster: str | None = None,
                shapes: Sequence[Shape] | None = None) -> CapacityReport:

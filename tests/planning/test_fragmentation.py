@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fuyao.capacity import Shape
 from fuyao.errors import Conflict, InvalidInput
 from fuyao.fragmentation import too_small
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
-from fuyao.spec import TaskSpec
-from hub.fleet import ClusterInfo
+from fuyao.spec import TaskRequests, TaskSpec
+from hub.fleet import ClusterInfo, NodeState
+from hub.fleet.fit import plan_holds
 from hub.planning.fragmentation import (
     WeightedShape,
-    _one_fits,
     fragmented_devices,
     resolve,
     shapes_from_specs,
@@ -69,6 +69,15 @@ def test_a_bad_shape_is_invalid_input() -> None:
         resolve([Shape(gpu=1, gpu_model=">= nonsense(")])
 
 
+def _one_fits(cluster: ClusterInfo, node: NodeState, requests: TaskRequests) -> bool:
+    """Would one replica fit on this node now (the reservation's own check)?"""
+    try:
+        plan_holds(cluster, requests, [node.name], None)
+    except Conflict:
+        return False
+    return True
+
+
 def _from_report(cluster: ClusterInfo, shapes: list[WeightedShape]) -> dict[str, float]:
     """The rule read straight off each node's rebuilt report and free-share map, device by
     device in report order: what ``fragmented_devices`` reads from the device classes."""
@@ -92,26 +101,39 @@ def _from_report(cluster: ClusterInfo, shapes: list[WeightedShape]) -> dict[str,
 
 
 CLASSES = [("H100", 80), ("A100", 40), ("A100", 80), ("T4", 16)]
-SHARES = st.sampled_from([0, 100, 250, 500, 750, 1000])
+SHARES = st.sampled_from([0, 100, 250, 500, 750, 1000, 1500])   # 1500: out of range
 
 
-@given(nodes=st.lists(st.lists(st.tuples(st.sampled_from(CLASSES), SHARES), max_size=8),
-                      min_size=1, max_size=5),
+CPUS = st.sampled_from([30_000, 48_000])
+
+
+@given(nodes=st.lists(st.tuples(st.lists(st.tuples(st.sampled_from(CLASSES), SHARES),
+                                         max_size=6), st.lists(CPUS, min_size=1, max_size=3)),
+                      min_size=1, max_size=4),
        holds=st.lists(st.sampled_from(["250m", "500m", "1", "2"]), max_size=6),
        shapes=st.lists(st.sampled_from([Shape(gpu="250m"), Shape(gpu="500m"), Shape(gpu=1),
                                         Shape(gpu=2), Shape(gpu=1, gpu_model="A100"),
                                         Shape(gpu="500m", gpu_memory="60Gi"),
                                         Shape(gpu=1, cpu="40")]), min_size=1, max_size=4))
+@example(nodes=[([(("H100", 80), 1000)], [48_000, 30_000])], holds=[],   # alike, cpu apart
+         shapes=[Shape(gpu=1, cpu="40")])
 @settings(max_examples=150, deadline=None)
 def test_fragmented_devices_equal_the_rule_read_device_by_device(
-        nodes: list[list[tuple[tuple[str, int], int]]], holds: list[str],
+        nodes: list[tuple[list[tuple[tuple[str, int], int]], list[int]]], holds: list[str],
         shapes: list[Shape]) -> None:
-    """Nodes of mixed device classes in any order, with hub holds on some shares."""
-    infos = [NodeInfo(f"n{i}", {"fuyao.io/node": f"n{i}"}, ResourceAmounts(64_000, 512 * GIB, 110),
-                      ResourceAmounts(48_000, 400 * GIB, 100),
-                      tuple(DeviceInfo(f"dev-{i}-{k}", model, gib * GIB, free, gib * GIB)
-                            for k, ((model, gib), free) in enumerate(devices)))
-             for i, devices in enumerate(nodes)]
+    """Nodes of mixed device classes in any order, with hub holds on some shares. Each
+    device list is reported by one to three nodes with more or less free cpu: alike reports
+    share their device classes, which ``fragmented_devices`` reads once for all of them."""
+    infos = []
+    for i, (devices, cpus) in enumerate(nodes):
+        for cpu in cpus:
+            name = f"n{len(infos)}"
+            infos.append(NodeInfo(
+                name, {"fuyao.io/node": name}, ResourceAmounts(64_000, 512 * GIB, 110),
+                ResourceAmounts(cpu, 400 * GIB, 100),
+                tuple(DeviceInfo(f"{name}/gpu{k}" if i % 2 == 0 else f"dev-{name}-{k}", model,
+                                 gib * GIB, free, gib * GIB)
+                      for k, ((model, gib), free) in enumerate(devices))))
     fleet = fleet_of({"a": infos})
     for k, gpu in enumerate(holds):
         requests = TaskSpec(name="h", gpu=gpu).requests()
