@@ -79,7 +79,7 @@ def _empty_like(fleet: FleetView) -> FleetView:
 def _settings(out: FleetView, cluster: ClusterInfo) -> None:
     out.upsert_cluster(cluster.name, labels=cluster.labels, weight=cluster.weight,
                        headroom=cluster.headroom, state=cluster.state,
-                       cordoned=cluster.cordoned)
+                       cordoned=cluster.cordoned, taints=cluster.taints)
 
 
 def _as_reported(cluster: ClusterInfo, node: NodeState) -> bool:

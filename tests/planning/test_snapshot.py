@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fuyao.capacity import ClusterLoss, FitRequest
 from fuyao.inventory import NodeInfo
 from fuyao.spec import TaskSpec, TaskState
+from fuyao.taints import Taint
 from hub.activetask import ActiveTask
 from hub.fleet import ClusterInfo, FleetView
 from hub.placement import DEFAULT_PROFILE, Scheduler
@@ -121,6 +122,20 @@ def vars_of(state: object) -> dict[str, object]:
     """A node state's effective amounts and devices (what placement reads)."""
     return {k: getattr(state, k) for k in ("name", "cpu", "mem", "pods", "schedulable",
                                            "primary", "dev_free")}
+
+
+def test_a_tainted_cluster_counts_in_an_answer_only_for_tasks_that_tolerate_it() -> None:
+    """The copy keeps each cluster's taints: ``fuyaoctl capacity fit`` and N-1 must not
+    count room in a ``NoSchedule`` cluster the scheduler would never place the task on."""
+    live = build([[(("H100", 8), [1000] * 8, 64, "a", False)]] * 2, [], [], [])
+    one = live._on(copy_fleet(live.fleet), spend=True).fit(FitRequest(gpu=1)).total
+    c1 = live.fleet.cluster("c1")
+    assert c1 is not None
+    live.fleet.upsert_cluster("c1", labels=c1.labels, weight=c1.weight, headroom=c1.headroom,
+                              state=c1.state, taints=(Taint(key="maintenance"),))
+    copy = copy_fleet(live.fleet)
+    assert copy.cluster("c1").taints == (Taint(key="maintenance"),)  # type: ignore[union-attr]
+    assert live._on(copy, spend=True).fit(FitRequest(gpu=1)).total == one // 2
 
 
 def test_the_copy_leaves_the_live_view_and_its_node_states_alone() -> None:
