@@ -10,13 +10,13 @@ files into its buckets and the fit search (``hub.fleet.fit``) reads.
 from __future__ import annotations
 
 import gc
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TypeVar, overload
+from typing import Protocol, TypeVar, overload
 
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 
@@ -177,6 +177,51 @@ OneClass = tuple[dict[DeviceClass, ClassSlot], Mapping[str, int], Mapping[str, i
 """What a fresh report of one device class files: (classes, model_devices, model_used)."""
 
 
+class AmountsReport(Protocol):
+    """Amounts as a report gives them: ``ResourceAmounts``, or the wire's ``pb.Resources``."""
+
+    @property
+    def cpu_milli(self) -> int: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def pods(self) -> int: ...
+
+
+class DeviceReport(Protocol):
+    """One device as a report gives it: ``DeviceInfo``, or the wire's ``pb.Device``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def free_milli(self) -> int: ...
+    @property
+    def free_memory_mib(self) -> int: ...
+
+
+class NodeReport(Protocol):
+    """One node as a report gives it: ``NodeInfo``, or the wire's ``pb.Node`` as the agent
+    channel receives it (filed without building a ``NodeInfo`` and its ``DeviceInfo``s: what
+    a state keeps of it is read out, never the message itself)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def allocatable(self) -> AmountsReport: ...
+    @property
+    def free(self) -> AmountsReport: ...
+    @property
+    def devices(self) -> Sequence[DeviceReport]: ...
+    @property
+    def unschedulable(self) -> bool: ...
+
+
 class NodeState:
     """A node's effective state: reported free minus hub holds (read-only once built).
 
@@ -193,11 +238,12 @@ class NodeState:
     """
 
     __slots__ = (
-        "alloc", "classes", "cpu", "free", "ids", "labels", "mem", "model_devices",
+        "_free", "alloc", "classes", "cpu", "ids", "labels", "mem", "model_devices",
         "model_used", "name", "order", "pods", "primary", "schedulable",
     )
 
-    def __init__(self, info: NodeInfo, hold: Hold | None) -> None:
+    def __init__(self, info: NodeReport, hold: Hold | None) -> None:
+        name = info.name   # read once: a wire message gives a new string at each read
         devices = info.devices
         order: tuple[int, ...] | None = None
         ids: Ids = None
@@ -210,18 +256,19 @@ class NodeState:
             count = len(models)
             if models.count(models[0]) == count and memories.count(memories[0]) == count:
                 cls = (models[0], memories[0])   # one class: most reports
-                ids = None if _numbered(info.name, raw_ids) else (raw_ids,)
+                ids = None if _numbered(name, raw_ids) else (raw_ids,)
                 if hold is None:   # a fresh report: _fill without its loops
-                    self._fill_one(info, cls, ids, frees, memory)
+                    self._fill_one(info, name, cls, ids, frees, memory)
                     return
                 reported = ((_interned(_classes_seen, cls), raw_ids, _shared_frees(frees),
                              _shared_frees(memory)),)
             else:
-                reported, ids, order = _by_class(info.name, devices)
-        self._fill(info.name, info.labels, _shared_amounts(info.allocatable), info.free,
-                   not info.unschedulable, reported, ids, order, hold)
+                reported, ids, order = _by_class(name, devices)
+        self._fill(name, info.labels, _shared_amounts(info.allocatable),
+                   ResourceAmounts(*_amount_fields(info.free)), not info.unschedulable,
+                   reported, ids, order, hold)
 
-    def _fill_one(self, info: NodeInfo, cls: DeviceClass, ids: Ids,
+    def _fill_one(self, info: NodeReport, name: str, cls: DeviceClass, ids: Ids,
                   frees: tuple[int, ...], memory: tuple[int, ...]) -> None:
         """``_fill`` for a report of one device class and no hold (what most reports are)."""
         # the shared caches read inline (``x.get(k) or f(k)``): one call less each, per node
@@ -230,18 +277,30 @@ class NodeState:
             _one_class_seen.get(key) or _one_class(key))
         self.primary = cls[0]
         self.ids = ids
-        self.name = info.name
+        self.name = name
         self.labels = info.labels
         alloc = info.allocatable
         self.alloc = (_amounts_seen.get((alloc.cpu_milli, alloc.memory_mib, alloc.pods))
                       or _shared_amounts(alloc))
-        free = self.free = info.free
         self.schedulable = not info.unschedulable
         self.order: tuple[int, ...] | None = None
+        free = info.free
         cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
-        self.cpu = cpu if cpu > 0 else 0
-        self.mem = mem if mem > 0 else 0
-        self.pods = pods if pods > 0 else 0
+        if cpu >= 0 and mem >= 0 and pods >= 0:   # as reported: no copy kept (``free``)
+            self.cpu, self.mem, self.pods = cpu, mem, pods
+            self._free: ResourceAmounts | None = None
+        else:
+            self._free = ResourceAmounts(cpu, mem, pods)
+            self.cpu = cpu if cpu > 0 else 0
+            self.mem = mem if mem > 0 else 0
+            self.pods = pods if pods > 0 else 0
+
+    @property
+    def free(self) -> ResourceAmounts:
+        """Free amounts as the node reported them (before hub holds, maybe negative); kept
+        only when they differ from ``cpu``, ``mem`` and ``pods`` (a hold, a negative)."""
+        free = self._free
+        return ResourceAmounts(self.cpu, self.mem, self.pods) if free is None else free
 
     def held(self, hold: Hold | None) -> NodeState:
         """The same report with another hold (a reservation placed or given back)."""
@@ -256,14 +315,15 @@ class NodeState:
         self.name = name
         self.labels = labels
         self.alloc = alloc
-        self.free = free
         self.schedulable = schedulable
         self.ids = ids
         self.order = order
+        cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
         if hold is None:
-            cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
+            self._free = None if cpu >= 0 and mem >= 0 and pods >= 0 else free
             held_devices = _NO_HOLD.devices
         else:
+            self._free = free
             cpu = free.cpu_milli - hold.cpu_milli
             mem = free.memory_mib - hold.memory_mib
             pods = free.pods - hold.pods
@@ -334,15 +394,16 @@ class NodeState:
         return NodeInfo(self.name, dict(self.labels), self.alloc, self.free, devices,
                         not self.schedulable)
 
-    def reports(self, info: NodeInfo) -> bool:
+    def reports(self, info: NodeReport) -> bool:
         """True when ``info`` is the report this state was built from (nothing changed).
 
         A resync asks it of every node: the devices are compared field by field, without
         rebuilding the report."""
         if not (info.name == self.name and info.unschedulable != self.schedulable
-                and info.free == self.free and info.allocatable == self.alloc
+                and _amount_fields(info.free) == _amount_fields(self.free)
+                and _amount_fields(info.allocatable) == _amount_fields(self.alloc)
                 and len(info.devices) == sum(len(s.frees) for s in self.classes.values())
-                and info.labels == self.labels):
+                and self.labels == info.labels):
             return False
         return list(map(_device_fields, info.devices)) == self._devices()
 
@@ -364,7 +425,7 @@ class NodeState:
                 for dev, free in zip(ids, slot.frees, strict=True)}
 
 
-def _by_class(node: str, devices: Sequence[DeviceInfo]) -> tuple[Reported, Ids,
+def _by_class(node: str, devices: Sequence[DeviceReport]) -> tuple[Reported, Ids,
                                                                  tuple[int, ...] | None]:
     """Devices of several classes, grouped by class: (reported, ids, where each device sits
     in class order or None when it is already there)."""
@@ -400,6 +461,8 @@ def _order(
     return tuple(back)
 
 
+_amount_fields: Callable[[AmountsReport], tuple[int, int, int]] = attrgetter(
+    "cpu_milli", "memory_mib", "pods")
 _device_class = attrgetter("model", "memory_mib")
 _device_fields = attrgetter("model", "memory_mib", "id", "free_milli", "free_memory_mib")
 _counts_seen: dict[tuple[int, ...], tuple[int, int]] = {}
@@ -420,14 +483,15 @@ _amounts_seen: dict[tuple[int, int, int], ResourceAmounts] = {}
 _classes_seen: dict[DeviceClass, DeviceClass] = {}
 
 
-def _shared_amounts(amounts: ResourceAmounts) -> ResourceAmounts:
+def _shared_amounts(amounts: AmountsReport) -> ResourceAmounts:
     """The one kept ``ResourceAmounts`` equal to ``amounts`` (node sizes repeat)."""
-    key = (amounts.cpu_milli, amounts.memory_mib, amounts.pods)   # hashed without a call
+    key = _amount_fields(amounts)
     found = _amounts_seen.get(key)
     if found is None:
         if len(_amounts_seen) >= _SHARED_KEPT:
             _amounts_seen.clear()
-        found = _amounts_seen[key] = amounts
+        found = _amounts_seen[key] = (amounts if type(amounts) is ResourceAmounts
+                                      else ResourceAmounts(*key))
     return found
 
 
