@@ -173,8 +173,9 @@ Ids = tuple[tuple[str, ...], ...] | None
 """A node's device ids per class (in ``classes`` order), or None for the agents' naming:
 ``<node>/gpu0``, ``<node>/gpu1``, ... through the classes in order."""
 
-OneClass = tuple[dict[DeviceClass, ClassSlot], Mapping[str, int], Mapping[str, int]]
-"""What a fresh report of one device class files: (classes, model_devices, model_used)."""
+OneClass = tuple[dict[DeviceClass, ClassSlot], Mapping[str, int], Mapping[str, int], str]
+"""What a fresh report of one device class files: (classes, model_devices, model_used,
+primary), the model the one kept string (a report decoded from the wire brings its own)."""
 
 
 class AmountsReport(Protocol):
@@ -273,9 +274,8 @@ class NodeState:
         """``_fill`` for a report of one device class and no hold (what most reports are)."""
         # the shared caches read inline (``x.get(k) or f(k)``): one call less each, per node
         key = (cls, frees, memory)
-        self.classes, self.model_devices, self.model_used = (
+        self.classes, self.model_devices, self.model_used, self.primary = (
             _one_class_seen.get(key) or _one_class(key))
-        self.primary = cls[0]
         self.ids = ids
         self.name = name
         self.labels = info.labels
@@ -544,8 +544,8 @@ _one_class_seen: dict[tuple[DeviceClass, tuple[int, ...], tuple[int, ...]], OneC
 
 
 def _one_class(key: tuple[DeviceClass, tuple[int, ...], tuple[int, ...]]) -> OneClass:
-    """The one kept (classes, model_devices, model_used) of a fresh one-class report whose
-    devices report ``key`` = (class, free shares, free memory MiB)."""
+    """The one kept (classes, model_devices, model_used, primary) of a fresh one-class
+    report whose devices report ``key`` = (class, free shares, free memory MiB)."""
     cls, frees, memory = key
     cls = _interned(_classes_seen, cls)
     reported = effective = _shared_frees(frees)
@@ -558,7 +558,7 @@ def _one_class(key: tuple[DeviceClass, tuple[int, ...], tuple[int, ...]]) -> One
         _one_class_seen.clear()   # nodes keep theirs; new ones start sharing afresh
     found = _one_class_seen[(cls, reported, memory)] = (
         {cls: ClassSlot(effective, reported, memory)},
-        _shared_one(model, count), _shared_one(model, used))
+        _shared_one(model, count), _shared_one(model, used), model)
     return found
 
 
