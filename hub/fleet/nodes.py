@@ -265,9 +265,8 @@ class NodeState:
                              _shared_frees(memory)),)
             else:
                 reported, ids, order = _by_class(name, devices)
-        self._fill(name, info.labels, _shared_amounts(info.allocatable),
-                   ResourceAmounts(*_amount_fields(info.free)), not info.unschedulable,
-                   reported, ids, order, hold)
+        self._fill(name, info.labels, _shared_amounts(info.allocatable), info.free,
+                   not info.unschedulable, reported, ids, order, hold)
 
     def _fill_one(self, info: NodeReport, name: str, cls: DeviceClass, ids: Ids,
                   frees: tuple[int, ...], memory: tuple[int, ...]) -> None:
@@ -310,7 +309,7 @@ class NodeState:
         return state
 
     def _fill(self, name: str, labels: Mapping[str, str], alloc: ResourceAmounts,
-              free: ResourceAmounts, schedulable: bool, reported: Reported, ids: Ids,
+              free: AmountsReport, schedulable: bool, reported: Reported, ids: Ids,
               order: tuple[int, ...] | None, hold: Hold | None) -> None:
         self.name = name
         self.labels = labels
@@ -319,11 +318,14 @@ class NodeState:
         self.ids = ids
         self.order = order
         cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
+        # kept only when it is not (cpu, mem, pods) below, and as our own type (a message's
+        # is not kept)
+        self._free = (None if hold is None and cpu >= 0 and mem >= 0 and pods >= 0
+                      else free if type(free) is ResourceAmounts
+                      else ResourceAmounts(cpu, mem, pods))
         if hold is None:
-            self._free = None if cpu >= 0 and mem >= 0 and pods >= 0 else free
             held_devices = _NO_HOLD.devices
         else:
-            self._free = free
             cpu = free.cpu_milli - hold.cpu_milli
             mem = free.memory_mib - hold.memory_mib
             pods = free.pods - hold.pods
@@ -333,7 +335,7 @@ class NodeState:
         self.pods = pods if pods > 0 else 0
         if not reported:
             self.model_devices = self.model_used = _NO_DEVICES
-            self.classes = {}
+            self.classes = _NO_CLASSES   # shared, as every state's classes: never mutated
             self.primary = NO_MODEL
             return
         model_devices: dict[str, int] = {}
@@ -490,7 +492,7 @@ _classes_seen: dict[DeviceClass, DeviceClass] = {}
 
 def _shared_amounts(amounts: AmountsReport) -> ResourceAmounts:
     """The one kept ``ResourceAmounts`` equal to ``amounts`` (node sizes repeat)."""
-    key = _amount_fields(amounts)
+    key = (amounts.cpu_milli, amounts.memory_mib, amounts.pods)   # hashed without a call
     found = _amounts_seen.get(key)
     if found is None:
         if len(_amounts_seen) >= _SHARED_KEPT:
@@ -584,3 +586,4 @@ def collector_paused() -> Iterator[None]:
 
 _NO_HOLD = Hold()
 _NO_DEVICES: Mapping[str, int] = _shared({})
+_NO_CLASSES: dict[DeviceClass, ClassSlot] = {}
