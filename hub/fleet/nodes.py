@@ -175,7 +175,7 @@ Ids = tuple[tuple[str, ...], ...] | None
 
 OneClass = tuple[dict[DeviceClass, ClassSlot], Mapping[str, int], Mapping[str, int], str]
 """What a fresh report of one device class files: (classes, model_devices, model_used,
-primary), the model the one kept string (a report decoded from the wire brings its own)."""
+primary); primary is the one kept model string (a message from the wire brings a copy)."""
 
 
 class AmountsReport(Protocol):
