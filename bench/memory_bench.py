@@ -21,12 +21,13 @@ run: RSS is the operating system's figure, not an estimate. ``--all-reports`` ge
 every report first and keeps them until the fleet is built (the old two-phase measure: then
 the peak holds every report and the fleet at once).
 
-What the hub does with an agent's inventory is more than ``replace_nodes``: it decodes the
-``Inventory`` message and turns each ``pb.Node`` into a ``NodeInfo`` (``node_from_proto``,
-``hub.agent_service``). ``wire_decode_us_per_node`` times that on the first cluster's
-reports, encoded as the agent encodes them; ``--from-wire`` encodes every cluster's reports
-(generation) and times the decoding as part of the ingest, the whole path the agent channel
-takes (the catalog's ``normalize`` left out: without a catalog it returns the node).
+What the hub does with an agent's inventory is more than ``replace_nodes``: it parses the
+``Inventory`` message and files its ``pb.Node``s as received (``hub.agent_service``,
+``OperatedCatalog.reports``: without a catalog no ``NodeInfo`` is built).
+``--from-wire`` encodes every cluster's reports (generation) and times the parsing as part
+of the ingest, the whole path the agent channel takes. ``wire_decode_us_per_node`` times
+decoding the first cluster's reports into ``NodeInfo``s (``node_from_proto``: what a delta's
+nodes still go through, and an inventory's did before).
 
     .venv/bin/python bench/memory_bench.py                      # 1,000 clusters x 1,000 nodes
     .venv/bin/python bench/memory_bench.py --from-wire          # the same, ingest from the wire
@@ -59,6 +60,7 @@ from fuyao.spec import ClusterState, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
 from hub.activetask import ActiveTask
+from hub.catalogs import OperatedCatalog
 from hub.config import Timings
 from hub.fleet import FleetView, collector_paused
 from hub.placement import DEFAULT_PROFILE, Scheduler
@@ -105,18 +107,23 @@ def encoded(nodes: list[NodeInfo]) -> bytes:
 
 
 def decoded(raw: bytes) -> list[NodeInfo]:
-    """What the hub's agent channel does with an inventory before ``replace_nodes``."""
+    """An inventory decoded into ``NodeInfo``s (what the agent channel does with a delta's
+    nodes, and did with an inventory's before it filed the wire's messages as received)."""
     return [node_from_proto(n) for n in pb.Inventory.FromString(raw).nodes]
+
+
+_CATALOG = OperatedCatalog(None)   # the hub's without a ``catalog`` in its config
 
 
 def ingest(fleet: FleetView, name: str, nodes: list[NodeInfo] | bytes, count: int,
            freeze: bool) -> None:
     """One cluster's inventory into the fleet as ``hub.agent_service`` takes it in:
-    decoded (when encoded) and filed inside ``hub.heap.inventory`` (the collector paused; a
-    large inventory collected before and frozen after), or, without ``freeze``, with the
-    collector only paused."""
+    parsed (when encoded; its nodes filed as received, ``OperatedCatalog.reports``) and filed
+    inside ``hub.heap.inventory`` (the collector paused; a large inventory collected before
+    and frozen after), or, without ``freeze``, with the collector only paused."""
     with heap.inventory(count) if freeze else collector_paused():
-        fleet.replace_nodes(name, decoded(nodes) if isinstance(nodes, bytes) else nodes)
+        fleet.replace_nodes(name, _CATALOG.reports(pb.Inventory.FromString(nodes).nodes)
+                            if isinstance(nodes, bytes) else nodes)
 
 
 def wire_decode_us(rng: random.Random, nodes: int) -> float:

@@ -369,9 +369,9 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                                          dict(msg.hello.cluster_labels))
         elif kind == "inventory":
             # collector paused (a whole inventory makes no cycles); a large one frozen after
-            with heap.inventory(len(msg.inventory.nodes)):
-                hub.fleet.replace_nodes(cluster, [hub.catalog.normalize(node_from_proto(n))
-                                                  for n in msg.inventory.nodes])
+            nodes = msg.inventory.nodes
+            with heap.inventory(len(nodes)):
+                hub.fleet.replace_nodes(cluster, hub.catalog.reports(nodes))
             session.seq = msg.inventory.seq
             session.awaiting_resync = False
             send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks,

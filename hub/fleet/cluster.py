@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
@@ -40,6 +39,7 @@ from hub.fleet.nodes import (
     DeviceClass,
     Hold,
     NodeLabels,
+    NodeReport,
     NodeState,
     collector_paused,
 )
@@ -410,14 +410,14 @@ class ClusterInfo:
             self.settings_version = next(_TICKS)
             self._bump()
 
-    def _put(self, info: NodeInfo) -> None:
+    def _put(self, info: NodeReport) -> None:
         """Add or replace a node from a report."""
         old = self._nodes.get(info.name)
         if old is not None and old.reports(info):
             return
         self._file(NodeState(info, self._holds.get(info.name)), old)
 
-    def _put_all(self, infos: Iterable[NodeInfo]) -> None:
+    def _put_all(self, infos: Iterable[NodeReport]) -> None:
         """File a whole inventory into a cluster that holds no node (an agent's first report).
 
         The view ends as ``_put`` node by node leaves it (same states, groups, buckets and
@@ -429,7 +429,7 @@ class ClusterInfo:
         with collector_paused():
             self._file_all(infos)
 
-    def _file_all(self, infos: Iterable[NodeInfo]) -> None:
+    def _file_all(self, infos: Iterable[NodeReport]) -> None:
         holds, ignore, keys, groups = self._holds, self._ignore, self._ignore_keys, self._groups
         nodes, node_group = self._nodes, self._node_group
         by_labels: dict[tuple[tuple[str, ...], object], Group] = {}
@@ -437,12 +437,13 @@ class ClusterInfo:
         added: list[NodeState] = []
         filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
         for info in infos:
-            name = info.name
-            new = NodeState(info, holds.get(name) if holds else None)
+            new = NodeState(info, holds.get(info.name) if holds else None)
+            name = new.name   # the state's: a wire message gives a new string at each read
             labels = info.labels
-            if type(labels) is dict:
+            if type(labels) is not NodeLabels:
                 # a label set is known by its keys (in order) and the values of the grouped
-                # ones, read in one call: no per-node copy of the labels is made
+                # ones, read in one call: no per-node copy of the labels is made (a dict, or
+                # the wire's map as received)
                 names = tuple(labels)
                 layout = layouts.get(names)
                 if layout is None:
@@ -469,7 +470,7 @@ class ClusterInfo:
                 node_labels.shared, node_labels.key = group.labels, group.key
                 node_labels.ignored, node_labels.own = ignore, own
                 new.labels = node_labels
-            else:   # a Mapping of another kind: as _file files it
+            else:   # a refiled node's labels: as _file files them
                 group = self._group_for(new)
             into = filed.get(group)
             if into is None:

@@ -24,7 +24,7 @@ from fuyao.taints import Taint
 from hub.fleet.capacity import capacity_rows
 from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
-from hub.fleet.nodes import Hold, NodeState
+from hub.fleet.nodes import Hold, NodeReport, NodeState
 
 PER_NODE_LABEL_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
 """Labels that differ on every node: left out when grouping nodes by label set."""
@@ -151,8 +151,10 @@ class FleetView:
 
     # -- inventory -------------------------------------------------------------------------
 
-    def replace_nodes(self, cluster: str, nodes: Iterable[NodeInfo]) -> None:
-        """A full inventory: nodes not in it are removed; reservations are kept."""
+    def replace_nodes(self, cluster: str, nodes: Iterable[NodeReport]) -> None:
+        """A full inventory: nodes not in it are removed; reservations are kept. The nodes
+        may be ``NodeInfo``s or the wire's ``pb.Node``s as received (the agent channel's:
+        no ``NodeInfo`` built); the fleet keeps no reference to them."""
         c = self._get(cluster)
         fresh = {n.name: n for n in nodes}
         if c.node_count:

@@ -58,6 +58,11 @@ def test_filing_refiling_and_dropping_a_fleet_make_no_cyclic_garbage() -> None:
     fleet.reserve("c1", "t2", TaskRequests(1000, 64, 0, 0, 1), ["n2"])
     fleet.release("t1")
     fleet.remove_cluster("c2")
+    # the wire's messages filed as received (the agent channel's inventory path)
+    fleet.upsert_cluster("c3", labels={}, weight=1, headroom=0.1, state=ClusterState.READY)
+    fleet.replace_nodes("c3", [node_to_proto(n) for n in inventory(1000)])
+    fleet.replace_nodes("c3", [node_to_proto(n) for n in inventory(2000)[5:]])
+    fleet.remove_cluster("c3")
     assert gc.collect() == 0   # nothing unreachable: all of it was freed by reference counting
 
 

@@ -19,11 +19,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts, node_from_proto, node_to_proto
 from fuyao.spec import ClusterState, TaskRequests
 from hub.fleet import NO_MODEL, ClusterInfo, FleetView
 from hub.fleet.cluster import Group
 from hub.fleet.nodes import NodeLabels, NodeState
+from hub.fleet.view import PER_NODE_LABEL_KEYS
 
 device = st.tuples(st.sampled_from([("A100", 81920), ("A100", 40960), ("T4", 16384), ("", 0)]),
                    st.sampled_from([1000, 1000, 0, 250, 500, 1200, -5]), st.integers(0, 3))
@@ -121,6 +122,33 @@ def test_a_first_inventory_in_one_pass_is_node_by_node(drawn: list[dict[str, Any
     assert bulk.capacity() == single.capacity()
     touched = {m for n in one_pass.nodes() for m in n.model_devices or (NO_MODEL,)}
     assert all(one_pass.model_version(m) > before[0] for m in touched)
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn=st.lists(report, max_size=14),
+       held=st.lists(st.integers(0, 15), max_size=3, unique=True),
+       resync=st.lists(report, max_size=14))
+def test_the_wire_messages_file_as_their_node_infos(drawn: list[dict[str, Any]],
+                                                     held: list[int],
+                                                     resync: list[dict[str, Any]]) -> None:
+    """The agent channel files an inventory's ``pb.Node``s as received: the same view as
+    the ``NodeInfo``s they decode to (what it filed before; label order as the wire map
+    gives it), first inventory (one pass) and resync (node by node) alike, and nothing of a
+    message kept (a state holds only its own types)."""
+    first = [node_to_proto(node_info(d)) for d in drawn]
+    again = [node_to_proto(node_info(d)) for d in drawn[: len(drawn) // 2] + resync]
+    wire, by_wire = fleet_with_holds(held)
+    plain, by_info = fleet_with_holds(held)
+    for inventory in (first, again):
+        wire.replace_nodes("c1", inventory)
+        plain.replace_nodes("c1", [node_from_proto(n) for n in inventory])
+        assert view_of(by_wire) == view_of(by_info)
+    for node in by_wire.nodes():
+        assert type(node.labels) is NodeLabels and type(node.alloc) is ResourceAmounts
+        assert type(node.free) is ResourceAmounts and type(node.name) is str
+        assert all(type(k) is str and type(v) is str for k, v in node.labels.items())
+        assert set(node.labels) >= set(node.labels.shared)
+        assert not set(dict(node.labels.own)) - set(PER_NODE_LABEL_KEYS)
 
 
 def test_a_second_inventory_refiles_node_by_node() -> None:
