@@ -246,6 +246,24 @@ class NodeState:
     def held(self, hold: Hold | None) -> NodeState:
         """The same report with another hold (a reservation placed or given back)."""
         state = NodeState.__new__(NodeState)
+        classes = self.classes
+        if hold is None and len(classes) == 1:
+            # the last hold given back on a one-class node: what a fresh report of it files
+            # (``_fill_one``'s kept slot and sums, equal to what ``_fill`` builds)
+            [(cls, slot)] = classes.items()
+            key = (cls, slot.reported, slot.free_memory)
+            state.classes, state.model_devices, state.model_used = (
+                _one_class_seen.get(key) or _one_class(key))
+            state.primary = cls[0]
+            state.name, state.labels, state.alloc, state.free = (
+                self.name, self.labels, self.alloc, self.free)
+            state.schedulable, state.ids, state.order = self.schedulable, self.ids, self.order
+            free = self.free
+            cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
+            state.cpu = cpu if cpu > 0 else 0
+            state.mem = mem if mem > 0 else 0
+            state.pods = pods if pods > 0 else 0
+            return state
         state._fill(self.name, self.labels, self.alloc, self.free, self.schedulable,
                     self.reported, self.ids, self.order, hold)
         return state
