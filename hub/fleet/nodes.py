@@ -300,9 +300,7 @@ class NodeState:
         for cls, class_ids, frees, memory in reported:
             effective = frees
             if held_devices or (frees and (max(frees) > WHOLE or min(frees) < 0)):
-                effective = _shared_frees(tuple(
-                    min(WHOLE, max(0, f - held_devices.get(d, 0)))
-                    for d, f in zip(class_ids, frees, strict=True)))
+                effective = _shared_frees(_held_frees(class_ids, frees, held_devices))
             model = cls[0]
             model_devices[model] = model_devices.get(model, 0) + len(frees)
             model_used[model] = model_used.get(model, 0) + WHOLE * len(frees) - sum(effective)
@@ -380,6 +378,28 @@ class NodeState:
         return {dev: free for slot, ids in zip(self.classes.values(), self.class_ids(),
                                                strict=True)
                 for dev, free in zip(ids, slot.frees, strict=True)}
+
+
+def _held_frees(ids: Sequence[str], frees: tuple[int, ...],
+                held: Mapping[str, int]) -> tuple[int, ...]:
+    """Each device's free share less what ``held`` holds of it, within 0..``WHOLE``.
+
+    Devices with the agents' ids (``NumberedIds``) are found by number from the held ids,
+    without spelling out every id of the node (most holds are one card of eight)."""
+    if not isinstance(ids, NumberedIds) or len(held) >= len(frees):
+        return tuple(min(WHOLE, max(0, f - held.get(d, 0)))
+                     for d, f in zip(ids, frees, strict=True))
+    out = list(frees) if not frees or (max(frees) <= WHOLE and min(frees) >= 0) else [
+        min(WHOLE, max(0, f)) for f in frees]
+    prefix = ids.node + "/gpu"
+    for device, milli in held.items():
+        number = device[len(prefix):]
+        if (device.startswith(prefix) and len(number) < 19 and number.isascii()
+                and number.isdigit() and str(int(number)) == number):
+            k = int(number) - ids.start
+            if 0 <= k < ids.size:
+                out[k] = min(WHOLE, max(0, frees[k] - milli))
+    return tuple(out)
 
 
 def _by_class(node: str, devices: Sequence[DeviceInfo]) -> tuple[Reported, Ids,
