@@ -362,7 +362,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         """Apply one message that is not a batch."""
         hub = self.hub
         cluster = session.cluster
-        hub.metrics.agent_messages.labels(kind=kind).inc()
+        hub.metrics.agent_message(kind)
         if kind == "hello":
             session.batches = FEATURE_BATCH in msg.hello.features
             await hub.clusters.connected(cluster, msg.hello.backend,

@@ -44,6 +44,15 @@ class Metrics:
                               registry=self.registry)
         self.stages = StageClock(self.registry)   # where each task's time went
         self._collectors: list[Callable[[], None]] = []
+        self._message_kinds: dict[str, Counter] = {}
+
+    def agent_message(self, kind: str) -> None:
+        """Count one agent message of ``kind`` (its child of ``agent_messages`` is looked up
+        once: ``labels()`` per message is a lock and a label check each time)."""
+        child = self._message_kinds.get(kind)
+        if child is None:
+            child = self._message_kinds[kind] = self.agent_messages.labels(kind=kind)
+        child.inc()
 
     def observe_cycle(self, decisions: int, placed: int, seconds: float) -> None:
         """Record one placement cycle."""

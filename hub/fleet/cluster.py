@@ -567,13 +567,16 @@ class ClusterInfo:
         changed = len(self._groups) != groups_before
         old_group = group if old is None else self._node_group[old.name]
         marks = self._layout_marks(group, old_group)
+        moved = old is not None and not self._reaccount(old, new)
         if old is not None:
             old_group.remove(old)
-            self._account(old, -1)
+            if moved:
+                self._account(old, -1)
         changed |= group.add(new)
         self._nodes[new.name] = new
         self._node_group[new.name] = group
-        self._account(new, 1)
+        if old is None or moved:
+            self._account(new, 1)
         if old is not None:
             changed |= self._tidy(old_group, old)
         self._settle(changed, marks, group, old_group)
@@ -655,6 +658,60 @@ class ClusterInfo:
             totals = self._totals.get(model)
             if totals is not None and totals.nodes == 0 and totals.devices == 0:
                 del self._totals[model]
+
+    def _reaccount(self, old: NodeState, new: NodeState) -> bool:
+        """``_account(old, -1)`` then ``_account(new, 1)`` in one pass, when that leaves the
+        sums, the rows (and their order) and the model versions as the two calls would:
+        the same primary model, device counts and schedulability, and no row the first call
+        would empty (and delete, for the second to make again at the end). False, with
+        nothing changed, otherwise. A refile of a node whose report or hold changed (four a
+        placed task) is nearly always this case."""
+        devices = new.model_devices
+        if (old.primary != new.primary or old.schedulable != new.schedulable
+                or (old.model_devices is not devices and old.model_devices != devices)):
+            return False
+        totals = self._totals
+        row = totals.get(new.primary)
+        if row is None or row.nodes < 2:
+            return False
+        for model, count in devices.items():
+            if model != new.primary:
+                dev_row = totals.get(model)
+                if dev_row is None or (not dev_row.nodes and dev_row.devices <= count):
+                    return False
+        o_alloc, n_alloc = old.alloc, new.alloc
+        d_cpu_total = n_alloc.cpu_milli - o_alloc.cpu_milli
+        d_mem_total = n_alloc.memory_mib - o_alloc.memory_mib
+        d_cpu_used = new.used_cpu - old.used_cpu
+        d_mem_used = new.used_mem - old.used_mem
+        if new.schedulable:
+            self.cpu_total += d_cpu_total
+            self.cpu_used += d_cpu_used
+            self.memory_total += d_mem_total
+            self.memory_used += d_mem_used
+        else:
+            row.off_cpu_total += d_cpu_total
+            row.off_cpu_used += d_cpu_used
+            row.off_mem_total += d_mem_total
+            row.off_mem_used += d_mem_used
+        next(_TICKS)              # the tick the first call took: the ticks stay the same
+        tick = next(_TICKS)
+        versions = self.model_versions
+        for model in devices or (NO_MODEL,):
+            versions[model] = tick
+        row.cpu_total += d_cpu_total
+        row.cpu_used += d_cpu_used
+        row.mem_total += d_mem_total
+        row.mem_used += d_mem_used
+        o_used, n_used = old.model_used, new.model_used
+        if o_used is not n_used:
+            for model in devices:
+                d_used = n_used[model] - o_used[model]
+                dev_row = totals[model]
+                dev_row.used_milli += d_used
+                if not new.schedulable:
+                    dev_row.off_used_milli += d_used
+        return True
 
     def _account_all(self, added: list[NodeState]) -> None:
         """``_account(node, 1)`` for each of ``added`` in turn, summed before it is stored:

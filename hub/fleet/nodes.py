@@ -304,6 +304,23 @@ class NodeState:
     def held(self, hold: Hold | None) -> NodeState:
         """The same report with another hold (a reservation placed or given back)."""
         state = NodeState.__new__(NodeState)
+        classes = self.classes
+        if hold is None and len(classes) == 1:
+            # the last hold given back on a one-class node: what a fresh report of it files
+            # (``_fill_one``'s kept slot and sums, equal to what ``_fill`` builds)
+            [(cls, slot)] = classes.items()
+            key = (cls, slot.reported, slot.free_memory)
+            state.classes, state.model_devices, state.model_used, state.primary = (
+                _one_class_seen.get(key) or _one_class(key))
+            state.name, state.labels, state.alloc = self.name, self.labels, self.alloc
+            state.schedulable, state.ids, state.order = self.schedulable, self.ids, self.order
+            free = self.free
+            cpu, mem, pods = free.cpu_milli, free.memory_mib, free.pods
+            state._free = None if cpu >= 0 and mem >= 0 and pods >= 0 else free
+            state.cpu = cpu if cpu > 0 else 0
+            state.mem = mem if mem > 0 else 0
+            state.pods = pods if pods > 0 else 0
+            return state
         state._fill(self.name, self.labels, self.alloc, self.free, self.schedulable,
                     self.reported, self.ids, self.order, hold)
         return state
@@ -344,9 +361,7 @@ class NodeState:
         for cls, class_ids, frees, memory in reported:
             effective = frees
             if held_devices or (frees and (max(frees) > WHOLE or min(frees) < 0)):
-                effective = _shared_frees(tuple(
-                    min(WHOLE, max(0, f - held_devices.get(d, 0)))
-                    for d, f in zip(class_ids, frees, strict=True)))
+                effective = _shared_frees(_held_frees(class_ids, frees, held_devices))
             model = cls[0]
             model_devices[model] = model_devices.get(model, 0) + len(frees)
             model_used[model] = model_used.get(model, 0) + WHOLE * len(frees) - sum(effective)
@@ -425,6 +440,28 @@ class NodeState:
         return {dev: free for slot, ids in zip(self.classes.values(), self.class_ids(),
                                                strict=True)
                 for dev, free in zip(ids, slot.frees, strict=True)}
+
+
+def _held_frees(ids: Sequence[str], frees: tuple[int, ...],
+                held: Mapping[str, int]) -> tuple[int, ...]:
+    """Each device's free share less what ``held`` holds of it, within 0..``WHOLE``.
+
+    Devices with the agents' ids (``NumberedIds``) are found by number from the held ids,
+    without spelling out every id of the node (most holds are one card of eight)."""
+    if not isinstance(ids, NumberedIds) or len(held) >= len(frees):
+        return tuple(min(WHOLE, max(0, f - held.get(d, 0)))
+                     for d, f in zip(ids, frees, strict=True))
+    out = list(frees) if not frees or (max(frees) <= WHOLE and min(frees) >= 0) else [
+        min(WHOLE, max(0, f)) for f in frees]
+    prefix = ids.node + "/gpu"
+    for device, milli in held.items():
+        number = device[len(prefix):]
+        if (device.startswith(prefix) and len(number) < 19 and number.isascii()
+                and number.isdigit() and str(int(number)) == number):
+            k = int(number) - ids.start
+            if 0 <= k < ids.size:
+                out[k] = min(WHOLE, max(0, frees[k] - milli))
+    return tuple(out)
 
 
 def _by_class(node: str, devices: Sequence[DeviceReport]) -> tuple[Reported, Ids,

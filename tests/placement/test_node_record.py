@@ -17,7 +17,7 @@ from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState, TaskRequests
 from hub.fleet import FleetView, NodeState
-from hub.fleet.nodes import Hold, NodeLabels
+from hub.fleet.nodes import WHOLE, Hold, NodeLabels, NumberedIds, _held_frees
 
 devices = st.lists(st.tuples(st.sampled_from(["A100", "T4"]), st.sampled_from([16, 80]),
                              st.sampled_from([0, 250, 1000]), st.integers(0, 5)), max_size=6)
@@ -89,3 +89,52 @@ def test_nodes_reporting_the_same_devices_share_their_slot_and_keep_only_odd_ids
     several = NodeState(report([*drawn, ("T4", 16, 1000, 0)], 1000, False), None)
     assert several.ids is None and [tuple(ids) for ids in several.class_ids()] == [
         ("n1/gpu0", "n1/gpu1"), ("n1/gpu2",)]
+
+
+FIELDS = ("name", "alloc", "free", "schedulable", "ids", "order", "cpu", "mem", "pods",
+          "primary", "model_devices", "model_used")
+
+numbered_ids = st.builds(NumberedIds, st.sampled_from(["n1", "n1/gpu1", "a\0b"]),
+                         st.integers(0, 3), st.integers(0, 8))
+SPELLINGS = ("{}/gpu{}", "{}/gpu{}", "{}/gpu{}", "{}/gpu0{}", "{}/gpu+{}", "{}/gpu {}",
+             "{}/gpu{}\u00b2", "{}/gpu1{}" + "0" * 30, "{}x/gpu{}", "{}/gpu{}/gpu0")
+
+
+@given(ids=numbered_ids, data=st.data())
+def test_a_hold_on_numbered_devices_frees_what_spelling_every_id_frees(
+        ids: NumberedIds, data: st.DataObject) -> None:
+    frees = tuple(data.draw(st.lists(st.integers(-100, 1200), min_size=ids.size,
+                                     max_size=ids.size)))
+    numbers = st.integers(ids.start - 1, ids.start + ids.size)
+    held_ids = st.builds(lambda spelling, n: spelling.format(ids.node, n),
+                         st.sampled_from(SPELLINGS), numbers)
+    held = data.draw(st.dictionaries(held_ids, st.integers(-300, 1200), max_size=3))
+    spelled = tuple(min(WHOLE, max(0, f - held.get(d, 0)))
+                    for d, f in zip(list(ids), frees, strict=True))
+    assert _held_frees(ids, frees, held) == spelled
+
+
+def test_only_the_agents_spelling_of_a_numbered_device_is_held() -> None:
+    ids = NumberedIds("n1", 1, 4)
+    for spelling in SPELLINGS:
+        for number in range(6):
+            device = spelling.format("n1", number)
+            expected = tuple(min(WHOLE, max(0, 1000 - (300 if d == device else 0)))
+                             for d in ids)
+            assert _held_frees(ids, (1000,) * 4, {device: 300}) == expected, device
+
+
+@given(drawn=devices, cpu=st.integers(0, 64_000), unschedulable=st.booleans(),
+       prefix=st.sampled_from(["n1/gpu", "gpu-"]))
+def test_a_node_whose_last_hold_is_given_back_is_its_fresh_report(
+        drawn: list[tuple[str, int, int, int]], cpu: int, unschedulable: bool,
+        prefix: str) -> None:
+    info = report(drawn, cpu, unschedulable, prefix)
+    fresh = NodeState(info, None)
+    held = NodeState(info, Hold(100, 1, 1, {f"{prefix}0": 250}))
+    back = held.held(None)
+    assert [getattr(back, f) for f in FIELDS] == [getattr(fresh, f) for f in FIELDS]
+    assert [(s.frees, s.reported, s.free_memory, s.full, s.partial)
+            for s in back.classes.values()] == [
+        (s.frees, s.reported, s.free_memory, s.full, s.partial) for s in fresh.classes.values()]
+    assert back.info == info

@@ -11,7 +11,7 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fuyao.spec import ClusterState, TaskSpec, TaskState
@@ -151,6 +151,7 @@ running = st.lists(st.tuples(st.sampled_from(["q0", "q1"]), st.integers(-3, 3), 
 @settings(max_examples=100, deadline=None)
 @given(tasks=running, level=st.sampled_from([0, 1]), priority=st.integers(-3, 3),
        q1_quota=st.integers(0, 6))
+@example(tasks=[("q1", 0, True), ("q1", 0, True)], level=0, priority=0, q1_quota=0)
 def test_preemption_candidates_never_outrank_the_preemptor(
         tasks: list[tuple[str, int, bool]], level: int, priority: int, q1_quota: int) -> None:
     queues = [QueueState("q0", priority=level, limits={"gpu": 4 * GPU}),
@@ -164,6 +165,10 @@ def test_preemption_candidates_never_outrank_the_preemptor(
     preemptor = max(m.book.active.values(), key=lambda t: t.seq)
     cycle = m.q.begin(m.book.queued())
     candidates = m.q.preemption.candidates(preemptor, cycle)
+    # the lowest evictable rank given spares the scan, and finds the same
+    lowest = m.q.preemption.lowest_rank(cycle)
+    assert (lowest is None and not candidates) or (
+        lowest is not None and m.q.preemption.candidates(preemptor, cycle, lowest) == candidates)
     rank = cycle.rank(preemptor)
     for victim in candidates.get("c", []):
         assert victim.spec.preemptible
