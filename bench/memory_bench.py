@@ -216,7 +216,8 @@ def placed_tasks(fleet: FleetView, count: int) -> dict[str, ActiveTask]:
     active: dict[str, ActiveTask] = {}
     for seq in range(count):
         spec = ANSWER_SPECS[seq % len(ANSWER_SPECS)]
-        task = ActiveTask(id=f"task-{seq}", name=f"task-{seq}", spec=spec,
+        # "answer-": the decisions timed after the answers reserve as "task-<i>"
+        task = ActiveTask(id=f"answer-{seq}", name=f"answer-{seq}", spec=spec,
                           state=TaskState.QUEUED, queue="default", priority=0, seq=seq,
                           created_at=now, updated_at=now)
         result = scheduler.schedule(task.request())
@@ -227,6 +228,8 @@ def placed_tasks(fleet: FleetView, count: int) -> dict[str, ActiveTask]:
 
 
 CONTROL_SECONDS = 1.0
+MAX_ANSWER_TASKS = 1_000_000   # --answer-tasks: tasks placed before the answers
+MAX_ANSWER_ROUNDS = 20         # --answer-rounds: each a report, n-1 and fit (minutes at scale)
 ANSWER_TICK = 0.001   # the ticker's period while an answer is timed (its stall includes it)
 
 
@@ -394,6 +397,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.clusters < 1 or args.nodes < 1 or args.decisions < 0:
         parser.error("--clusters and --nodes must be at least 1, --decisions at least 0")
+    if not 0 <= args.answer_tasks <= MAX_ANSWER_TASKS:
+        parser.error(f"--answer-tasks must be from 0 to {MAX_ANSWER_TASKS:,}")
+    if not 1 <= args.answer_rounds <= MAX_ANSWER_ROUNDS:
+        parser.error(f"--answer-rounds must be from 1 to {MAX_ANSWER_ROUNDS}")
     if args.quick:
         args.clusters, args.nodes, args.decisions = 10, 200, 50
     out = run(args)

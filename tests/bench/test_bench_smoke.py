@@ -78,6 +78,23 @@ def test_memory_bench_times_a_sample_and_the_planning_copy_when_asked() -> None:
         assert all(r["longest_stall_ms"] > 0 and r["cpu_s"] >= 0 for r in runs)
 
 
+def test_memory_bench_times_the_planning_answers_beside_timed_decisions() -> None:
+    """--answers after --quick's 50 decisions: its placed tasks must not clash with them."""
+    result = run_bench("memory_bench.py", "--answers", "--answer-tasks", "20",
+                       "--answer-rounds", "1")
+    assert result["answer_tasks"] == 20 and result["decisions"] == 50
+    timed = result["answers"]
+    assert set(timed) == {"report", "n-1", "fit", "control"}
+    for runs in timed.values():
+        assert len(runs) == 1 and runs[0]["cpu_s"] >= 0 and runs[0]["digest"]
+
+
+@pytest.mark.parametrize("flag", [("--answer-tasks", "-1"), ("--answer-rounds", "0"),
+                                  ("--answer-rounds", "1000")])
+def test_memory_bench_refuses_out_of_range_answer_flags(flag: tuple[str, str]) -> None:
+    assert_refused("memory_bench.py", flag)
+
+
 def test_memory_bench_ingests_from_the_wire_when_asked() -> None:
     result = run_bench("memory_bench.py", "--from-wire")
     assert result["from_wire"] and result["nodes"] == 2000
