@@ -31,8 +31,8 @@ from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.division import Division
 from hub.failover import Evictor
 from hub.metrics import Metrics
-from hub.placement import memshare
 from hub.placement.framework import PlacementRequest
+from hub.placement.misses import Misses
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.queueing import Queueing
@@ -107,6 +107,7 @@ class PlacementLoop:
         self._tail: asyncio.Future[None] | None = None   # the last cycle's delivery done
         self.last_slices = 0              # slices the last cycle decided in (tests)
         self.division = Division(tasks, self.poke)   # tasks divided across clusters
+        self.misses = Misses(scheduler.fleet)   # misses answered again while the fleet stands
 
     def poke(self, settle: bool = True) -> None:
         """Ask for a cycle soon (something changed). ``settle=False``: new tasks were
@@ -227,7 +228,7 @@ class PlacementLoop:
         if request is None:
             return      # a queue quota holds it (cycle.held says which)
         scheduler = self._scheduler(task)
-        decide = partial(memshare.schedule, scheduler)
+        decide = partial(self.misses.schedule, scheduler)
         request, result = cycle.decide(task, request, decide)
         if result.cluster is None and task.avoid:
             # Spill-over is a preference: with nowhere else to go, the clusters that could
@@ -298,7 +299,7 @@ class PlacementLoop:
 
     def _decide(self, task: ActiveTask) -> Callable[
             [PlacementRequest], tuple[PlacementRequest, PlacementResult]]:
-        return partial(memshare.schedule, self._scheduler(task))
+        return partial(self.misses.schedule, self._scheduler(task))
 
     async def _hold(self, held: Sequence[tuple[ActiveTask, Hold]]) -> bool:
         """Say why held tasks wait; fail those whose dependency failed. True if any failed."""
