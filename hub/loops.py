@@ -4,11 +4,13 @@
 levels, weighted fair share, FIFO with bounded backfill; quota-held tasks skipped), asks the
 scheduler about each task against the in-memory fleet view (no I/O on that path), reserves
 what it places, commits the whole cycle in one store write and only then sends the PlaceTask
-commands; then lets the queueing layer preempt for tasks that fit nowhere. It runs when woken
-(a submit, an inventory change, a released reservation) and at least every
-``placement_interval`` seconds. ``Monitor.tick`` advances cluster health by elapsed time,
-fails tasks over from clusters that stayed NotReady past the eviction timeout, and spills
-tasks a member has reported Unschedulable for too long over to other clusters.
+commands (a miss of a request shape is answered again, not decided, while the fleet has not
+changed since: ``hub.placement.misses``); then lets the queueing layer preempt for tasks
+that fit nowhere. It runs when woken (a submit, an inventory change, a released
+reservation) and at least every ``placement_interval`` seconds. ``Monitor.tick`` advances
+cluster health by elapsed time, fails tasks over from clusters that stayed NotReady past the
+eviction timeout, and spills tasks a member has reported Unschedulable for too long over to
+other clusters.
 """
 
 from __future__ import annotations
