@@ -330,5 +330,5 @@ class Hub:
         for state, n in Counter(t.state.value for t in self.tasks.active.values()).items():
             self.metrics.tasks.labels(state=state).set(n)
         self.metrics.clusters.clear()
-        for view in self.cluster_views():
-            self.metrics.clusters.labels(state=view.state.value).inc()
+        for name in sorted(self.clusters.entries):   # states only: no task counts (a scan)
+            self.metrics.clusters.labels(state=self.clusters.view(name).state.value).inc()

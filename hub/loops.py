@@ -4,11 +4,13 @@
 levels, weighted fair share, FIFO with bounded backfill; quota-held tasks skipped), asks the
 scheduler about each task against the in-memory fleet view (no I/O on that path), reserves
 what it places, commits the whole cycle in one store write and only then sends the PlaceTask
-commands; then lets the queueing layer preempt for tasks that fit nowhere. It runs when woken
-(a submit, an inventory change, a released reservation) and at least every
-``placement_interval`` seconds. ``Monitor.tick`` advances cluster health by elapsed time,
-fails tasks over from clusters that stayed NotReady past the eviction timeout, and spills
-tasks a member has reported Unschedulable for too long over to other clusters.
+commands (a miss of a request shape is answered again, not decided, while the fleet has not
+changed since: ``hub.placement.misses``); then lets the queueing layer preempt for tasks
+that fit nowhere. It runs when woken (a submit, an inventory change, a released
+reservation) and at least every ``placement_interval`` seconds. ``Monitor.tick`` advances
+cluster health by elapsed time, fails tasks over from clusters that stayed NotReady past the
+eviction timeout, and spills tasks a member has reported Unschedulable for too long over to
+other clusters.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.division import Division
 from hub.failover import Evictor
 from hub.metrics import Metrics
-from hub.placement import memshare
 from hub.placement.framework import PlacementRequest
+from hub.placement.misses import Misses
 from hub.placement.result import PlacementResult
 from hub.placement.scheduler import Scheduler
 from hub.queueing import Queueing
@@ -107,6 +109,7 @@ class PlacementLoop:
         self._tail: asyncio.Future[None] | None = None   # the last cycle's delivery done
         self.last_slices = 0              # slices the last cycle decided in (tests)
         self.division = Division(tasks, self.poke)   # tasks divided across clusters
+        self.misses = Misses(scheduler.fleet)   # misses answered again while the fleet stands
 
     def poke(self, settle: bool = True) -> None:
         """Ask for a cycle soon (something changed). ``settle=False``: new tasks were
@@ -227,7 +230,7 @@ class PlacementLoop:
         if request is None:
             return      # a queue quota holds it (cycle.held says which)
         scheduler = self._scheduler(task)
-        decide = partial(memshare.schedule, scheduler)
+        decide = partial(self.misses.schedule, scheduler)
         request, result = cycle.decide(task, request, decide)
         if result.cluster is None and task.avoid:
             # Spill-over is a preference: with nowhere else to go, the clusters that could
@@ -298,7 +301,7 @@ class PlacementLoop:
 
     def _decide(self, task: ActiveTask) -> Callable[
             [PlacementRequest], tuple[PlacementRequest, PlacementResult]]:
-        return partial(memshare.schedule, self._scheduler(task))
+        return partial(self.misses.schedule, self._scheduler(task))
 
     async def _hold(self, held: Sequence[tuple[ActiveTask, Hold]]) -> bool:
         """Say why held tasks wait; fail those whose dependency failed. True if any failed."""

@@ -5,7 +5,7 @@ placement loop (``hub.loops``) iterates it and reports each decision back::
 
     for task in cycle:
         request = cycle.request(task)        # None: a quota holds it (see cycle.held)
-        request, result = cycle.decide(task, request, partial(memshare.schedule, scheduler))
+        request, result = cycle.decide(task, request, partial(misses.schedule, scheduler))
         cycle.admit(task, result)            # per-model / per-cluster quotas, then reserve
         cycle.placed(task, result) | cycle.missed(task, request, result)
 

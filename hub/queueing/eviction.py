@@ -113,9 +113,9 @@ class Preemption:
         owner = self.owner
         rank = cycle.rank(task)
         state = owner.book.states.get(task.queue) or QueueState(task.queue)
-        if lowest is not None and rank < lowest:
-            return {}
-        need = demand(task.spec.requests())
+        if lowest is not None and (rank < lowest or (rank == lowest and not state.limits)):
+            return {}     # below every victim, or level with them and no quota to reclaim
+        need = demand(task.requests())
         own_quota = QueueState(state.name, state.priority, state.weight, state.limits)
         reclaim = bool(state.limits) and quota_hold(own_quota, [], owner.usage, need) is None
         if lowest is not None and rank == lowest and not reclaim:
