@@ -327,8 +327,8 @@ class Hub:
 
     def _refresh_gauges(self) -> None:
         self.metrics.tasks.clear()
-        for state, n in Counter(t.state.value for t in self.tasks.active.values()).items():
-            self.metrics.tasks.labels(state=state).set(n)
+        for state, n in self.tasks.active.states().items():   # kept as tasks change: no scan
+            self.metrics.tasks.labels(state=state.value).set(n)
         self.metrics.clusters.clear()
         for name in sorted(self.clusters.entries):   # states only: no task counts (a scan)
             self.metrics.clusters.labels(state=self.clusters.view(name).state.value).inc()

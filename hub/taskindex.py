@@ -6,26 +6,31 @@ dict's). A task put in is watched: ``ActiveTask`` tells its map when a field in 
 is set (``hub.activetask``), and the map marks it. Marked tasks are refiled when the map is
 next asked which tasks are Queued (each placement cycle), on a cluster (the monitor's
 eviction each tick, reconcile) or reported Unschedulable (the monitor's spill-over each tick);
-those answers come in the map's own order, as a scan of it would list them. ``feed`` hands
-out a set that collects the id of every task put in, taken out or changed from then on: the
-queue ledger (``hub.queueing.ledger``) re-charges only those instead of comparing every
-active task each cycle.
+those answers come in the map's own order, as a scan of it would list them. How many tasks
+are in each state (``states``: the ``fuyao_tasks`` gauge, read on every ``/metrics`` scrape)
+is kept the same way, so a scrape costs the changes since the last answer, not a scan.
+``feed`` hands out a set that collects the id of every task put in, taken out or changed
+from then on: the queue ledger (``hub.queueing.ledger``) re-charges only those instead of
+comparing every active task each cycle.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fuyao.spec import TaskState
 from hub.activetask import ActiveTask
 
-_Filed = tuple[bool, str | None, bool]   # (Queued, cluster, reported Unschedulable)
+_Filed = tuple[TaskState, str | None, bool]   # (state, cluster, reported Unschedulable)
+_UNFILED: tuple[None, None, bool] = (None, None, False)   # a task not in the map
 
 
 class ActiveTasks(dict[str, ActiveTask]):
-    """Active tasks by id, filed by state, cluster and Unschedulable mark."""
+    """Active tasks by id, filed by state, cluster and Unschedulable mark, and counted by
+    state."""
 
     def __init__(self, tasks: Mapping[str, ActiveTask] | None = None) -> None:
         super().__init__()
@@ -33,6 +38,7 @@ class ActiveTasks(dict[str, ActiveTask]):
         self._count = itertools.count()
         self._filed: dict[str, _Filed] = {}
         self._queued: set[str] = set()
+        self._states: Counter[TaskState] = Counter()   # filed tasks by state (none kept at 0)
         self._clusters: dict[str, set[str]] = {}
         self._unschedulable: set[str] = set()
         self._dirty: set[str] = set()         # changed since last filed
@@ -102,6 +108,12 @@ class ActiveTasks(dict[str, ActiveTask]):
         """The tasks with ``unschedulable_since`` set."""
         return self._listed(self._filed_now()._unschedulable)
 
+    def states(self) -> dict[TaskState, int]:
+        """How many tasks are in each state, for the states some task is in, in the order
+        ``TaskState`` lists them."""
+        counts = self._filed_now()._states
+        return {state: counts[state] for state in TaskState if state in counts}
+
     def feed(self) -> set[str]:
         """A set the id of every task put in, taken out or changed from now on is added to
         (the caller empties it as it reads)."""
@@ -120,40 +132,51 @@ class ActiveTasks(dict[str, ActiveTask]):
 
     def _filed_now(self) -> ActiveTasks:
         """Refile the tasks changed since the last answer (most changes, a generation or a
-        Placed task now Running, leave the filing as it was)."""
+        queue, leave the filing as it was)."""
         filed = self._filed
         for key in self._dirty:
             task = self.get(key)
-            now = None if task is None else (task.state == TaskState.QUEUED, task.cluster,
+            now = None if task is None else (task.state, task.cluster,
                                               task.unschedulable_since is not None)
             was = filed.get(key)
             if now != was:
-                if was is not None:
-                    self._unfile(key, was)
-                if now is not None:
-                    self._file(key, now)
+                self._refile(key, was, now)
         self._dirty.clear()
         return self
 
-    def _file(self, key: str, filed: _Filed) -> None:
-        self._filed[key] = filed
-        queued, cluster, unschedulable = filed
-        if queued:
-            self._queued.add(key)
-        if cluster is not None:
-            self._clusters.setdefault(cluster, set()).add(key)
-        if unschedulable:
-            self._unschedulable.add(key)
-
-    def _unfile(self, key: str, filed: _Filed) -> None:
-        del self._filed[key]
-        queued, cluster, unschedulable = filed
-        if queued:
-            self._queued.discard(key)
-        if cluster is not None:
-            on = self._clusters[cluster]
-            on.discard(key)
-            if not on:
-                del self._clusters[cluster]
-        if unschedulable:
-            self._unschedulable.discard(key)
+    def _refile(self, key: str, was: _Filed | None, now: _Filed | None) -> None:
+        """Move ``key`` from filing ``was`` to ``now`` (None: not filed), touching only the
+        parts that differ (a Placed task now Running moves one count)."""
+        if now is None:
+            del self._filed[key]
+        else:
+            self._filed[key] = now
+        state, cluster, unschedulable = was or _UNFILED
+        new_state, new_cluster, new_unschedulable = now or _UNFILED
+        if state != new_state:
+            counts = self._states
+            if state is not None:
+                left = counts[state] - 1
+                if left:
+                    counts[state] = left
+                else:
+                    del counts[state]
+                if state == TaskState.QUEUED:
+                    self._queued.discard(key)
+            if new_state is not None:
+                counts[new_state] += 1
+                if new_state == TaskState.QUEUED:
+                    self._queued.add(key)
+        if cluster != new_cluster:
+            if cluster is not None:
+                on = self._clusters[cluster]
+                on.discard(key)
+                if not on:
+                    del self._clusters[cluster]
+            if new_cluster is not None:
+                self._clusters.setdefault(new_cluster, set()).add(key)
+        if unschedulable != new_unschedulable:
+            if new_unschedulable:
+                self._unschedulable.add(key)
+            else:
+                self._unschedulable.discard(key)

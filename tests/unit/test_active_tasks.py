@@ -2,12 +2,14 @@
 
 ``TaskBook`` asks it which tasks are Queued (each placement cycle), which are on a cluster
 (failover, reconcile) and which a member reports Unschedulable (spill-over); the queue
-ledger reads its change feed. A wrong answer would skip a task or place it twice, so the
-rule is held over random puts, removals and field changes, in any order.
+ledger reads its change feed; every ``/metrics`` scrape asks how many tasks are in each
+state (``fuyao_tasks``). A wrong answer would skip a task or place it twice, or count it
+wrong, so the rule is held over random puts, removals and field changes, in any order.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 
 from hypothesis import given, settings
@@ -19,7 +21,7 @@ from hub.taskindex import ActiveTasks
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 CLUSTERS = [None, "c0", "c1"]
-STATES = [TaskState.QUEUED, TaskState.PLACED, TaskState.RUNNING]
+STATES = [TaskState.QUEUED, TaskState.PLACED, TaskState.RUNNING, TaskState.SUCCEEDED]
 
 
 def _task(key: str) -> ActiveTask:
@@ -59,6 +61,9 @@ def _check(tasks: ActiveTasks) -> None:
     for cluster in ("c0", "c1"):
         assert tasks.on_cluster(cluster) == [t for t in scan if t.cluster == cluster]
     assert tasks.unschedulable() == [t for t in scan if t.unschedulable_since is not None]
+    # The counts by state equal a full recount: no state at 0, in ``TaskState``'s order.
+    recount = Counter(t.state for t in scan)
+    assert list(tasks.states().items()) == [(s, recount[s]) for s in TaskState if recount[s]]
 
 
 @settings(max_examples=300, deadline=None)
@@ -87,4 +92,17 @@ def test_a_task_taken_out_is_no_longer_watched() -> None:
     task = tasks.pop("a")
     feed = tasks.feed()
     task.state = TaskState.PLACED
-    assert not feed and tasks.queued() == []
+    assert not feed and tasks.queued() == [] and tasks.states() == {}
+
+
+def test_counts_follow_a_tasks_states_and_forget_an_empty_one() -> None:
+    tasks = ActiveTasks({"a": _task("a"), "b": _task("b")})
+    assert tasks.states() == {TaskState.QUEUED: 2}
+    tasks["a"].state = TaskState.PLACED
+    tasks["a"].state = TaskState.RUNNING        # two changes between looks: counted once
+    assert tasks.states() == {TaskState.QUEUED: 1, TaskState.RUNNING: 1}
+    tasks["b"].cluster = "c0"                    # a change of another field moves no count
+    assert tasks.states() == {TaskState.QUEUED: 1, TaskState.RUNNING: 1}
+    tasks["b"] = _task("b")                      # replaced by a new object, still Queued
+    del tasks["a"]
+    assert tasks.states() == {TaskState.QUEUED: 1}
