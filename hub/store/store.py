@@ -273,11 +273,12 @@ class Store(IdentityStore, QueueRows):
                 conn = s.connection()
                 seqs: list[int] = []
                 if values:
+                    # Each row's seq by its id: asking RETURNING for the parameters' order
+                    # made SQLAlchemy insert one row per statement on SQLite.
                     inserted = conn.execute(
-                        sa.insert(TASKS).returning(TASKS.c.seq, sort_by_parameter_order=True),
-                        values,
-                    )
-                    seqs = [int(seq) for seq in inserted.scalars()]
+                        sa.insert(TASKS).returning(TASKS.c.id, TASKS.c.seq), values)
+                    seq_of = {task_id: int(seq) for task_id, seq in inserted}
+                    seqs = [seq_of[v["id"]] for v in values]
                 self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
         except Conflict:
             new = {t.id for t in tasks}
