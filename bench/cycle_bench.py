@@ -10,9 +10,11 @@ fleet is set directly in its view, as ``tests/queueing`` does) with two clusters
 - ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md).
 
 Measured: the cycle's wall time, the event-loop thread's CPU (``time.thread_time``) and the
-process's CPU (the SQLite writer thread's commits included), per task; then one more cycle
-with a single new task and N active, and one more (the per-cycle cost that grows with active
-tasks: the first cycle after also charges the N newly admitted tasks to their queue).
+process's CPU (the SQLite writer thread's commits included), per task, and the cyclic
+collector's CPU within it (``gc.callbacks``: seconds, and how many full collections); then
+one more cycle with a single new task and N active, and one more (the per-cycle cost that
+grows with active tasks: the first cycle after also charges the N newly admitted tasks to
+their queue).
 ``--profile`` runs the measured cycle again on a fresh hub under cProfile and splits its
 self time by part (engine, staging, queueing, store, other) with the top functions.
 
@@ -30,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -112,17 +115,37 @@ async def _prepare(hub: Hub, scenario: str, tasks: int) -> None:
     await hub.tasks.requeue_cluster("c0", "c0 lost (bench)")
 
 
+class _Collections:
+    """CPU the cyclic collector takes (any thread's collections), while counting."""
+
+    def __init__(self) -> None:
+        self.seconds, self.full, self._at = 0.0, 0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._at = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._at
+            self.full += info["generation"] == 2
+
+
 async def _timed(hub: Hub, profiler: cProfile.Profile | None = None) -> dict[str, float]:
-    """Run one placement cycle; its wall time and CPU."""
+    """Run one placement cycle; its wall time and CPU (and the collector's part of it)."""
+    collections = _Collections()
+    gc.callbacks.append(collections)
     wall, thread, proc = time.perf_counter(), time.thread_time(), time.process_time()
     if profiler is not None:
         profiler.enable()
-    placed = await hub.placement.cycle()
-    if profiler is not None:
-        profiler.disable()
+    try:
+        placed = await hub.placement.cycle()
+    finally:
+        if profiler is not None:
+            profiler.disable()
+        gc.callbacks.remove(collections)
     return {"placed": placed, "wall_s": time.perf_counter() - wall,
             "loop_cpu_s": time.thread_time() - thread, "cpu_s": time.process_time() - proc,
-            "slices": hub.placement.last_slices}
+            "slices": hub.placement.last_slices, "gc_s": collections.seconds,
+            "gc_full": collections.full}
 
 
 async def _one(args: argparse.Namespace, tasks: int,
@@ -147,6 +170,7 @@ async def _one(args: argparse.Namespace, tasks: int,
             "loop_cpu_s": round(cycle["loop_cpu_s"], 3), "cpu_s": round(cycle["cpu_s"], 3),
             "loop_cpu_ms_per_task": round(cycle["loop_cpu_s"] * per, 4),
             "cpu_ms_per_task": round(cycle["cpu_s"] * per, 4),
+            "gc_s": round(cycle["gc_s"], 3), "gc_full": int(cycle["gc_full"]),
             "next_cycle_loop_cpu_ms": round(after[0]["loop_cpu_s"] * 1e3, 2),
             "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2)}
 
@@ -226,11 +250,12 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"scenario {result['scenario']}, 2 clusters x {result['nodes_per_cluster']} "
              f"nodes, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
-             "CPU ms/task | next cycle (1 task) loop CPU ms | a later one |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
         lines.append(f"| {r['tasks']} | {r['slices']} | {r['wall_s']} | {r['loop_cpu_s']} | "
                      f"{r['cpu_s']} | {r['loop_cpu_ms_per_task']} | {r['cpu_ms_per_task']} | "
+                     f"{r['gc_s']} ({r['gc_full']}) | "
                      f"{r['next_cycle_loop_cpu_ms']} | {r['later_cycle_loop_cpu_ms']} |")
     prof = result.get("profile")
     if prof:
