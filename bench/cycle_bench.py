@@ -14,7 +14,9 @@ process's CPU (the SQLite writer thread's commits included), per task, and the c
 collector's CPU within it (``gc.callbacks``: seconds, and how many full collections); then
 one more cycle with a single new task and N active, and one more (the per-cycle cost that
 grows with active tasks: the first cycle after also charges the N newly admitted tasks to
-their queue).
+their queue). The collector is set as the hub server sets it (``hub.heap.settle``);
+``--collector default`` keeps CPython's thresholds, as the passes before 2026-12-02 21:00
+did: at 10,000 tasks those set off 2-3 full collections in the cycle, 0.4-0.6 s of it.
 ``--profile`` runs the measured cycle again on a fresh hub under cProfile and splits its
 self time by part (engine, staging, queueing, store, other) with the top functions.
 
@@ -48,6 +50,7 @@ from flags import check_bounds  # beside this file
 
 from fuyao.inventory import NodeInfo, ResourceAmounts
 from fuyao.spec import ClusterState, TaskSpec, TaskState
+from hub import heap
 from hub.config import HubConfig, Timings
 from hub.core import Hub
 
@@ -75,13 +78,17 @@ def _node(name: str, cpus: int) -> NodeInfo:
                     free=res)
 
 
-async def _hub(home: Path, nodes: int, cpus: int) -> Hub:
-    """A started hub, loops stopped, clusters c0 and c1 of ``nodes`` nodes each."""
+async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub") -> Hub:
+    """A started hub, loops stopped, clusters c0 and c1 of ``nodes`` nodes each; with
+    ``collector`` "hub" the collector set as ``hub.server`` sets it once started
+    (``hub.heap.settle``: what exists frozen, larger thresholds), else CPython's defaults."""
     timings = Timings(placement_interval=3600.0, monitor_interval=3600.0)
     hub = Hub(HubConfig(home=home, agent_port=_free_port(), register_port=_free_port(),
                         agent_tls=False, timings=timings))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
+    if collector == "hub":
+        heap.settle()
     for loop in hub._loops:
         loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -151,7 +158,7 @@ async def _timed(hub: Hub, profiler: cProfile.Profile | None = None) -> dict[str
 async def _one(args: argparse.Namespace, tasks: int,
                profiler: cProfile.Profile | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp:
-        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus)
+        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector)
         try:
             await _prepare(hub, args.scenario, tasks)
             queued = len(hub.tasks.queued())
@@ -232,6 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every task count, then the profile if asked."""
     out: dict[str, Any] = {"scenario": args.scenario, "nodes_per_cluster": args.nodes,
                            "load": os.getloadavg()[0], "python": sys.version.split()[0],
+                           "collector": args.collector,
                            "runs": []}
     for tasks in args.tasks:
         for _ in range(args.repeat):
@@ -248,7 +256,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The runs as a table, then the profile."""
     lines = [f"scenario {result['scenario']}, 2 clusters x {result['nodes_per_cluster']} "
-             f"nodes, load {result['load']:.1f}", "",
+             f"nodes, collector {result['collector']}, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
              "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -276,6 +284,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scenario", choices=("failover", "queued"), default="failover")
     p.add_argument("--nodes", type=int, default=200, help="nodes per cluster")
     p.add_argument("--cpus", type=int, default=64, help="cpus per node (tasks ask 0.5)")
+    p.add_argument("--collector", choices=("hub", "default"), default="hub",
+                   help="the cyclic collector as the hub server sets it (hub.heap.settle), "
+                        "or CPython's default thresholds (the passes before 2026-12-02 21:00)")
     p.add_argument("--repeat", type=int, default=1, help="runs per task count")
     p.add_argument("--profile", type=int, default=0, metavar="TOP",
                    help="profile the last task count once more, show TOP functions")

@@ -32,7 +32,6 @@ from hub.config import Timings
 from hub.dag import KIND_FAILED, KIND_HELD, Dependencies, Hold
 from hub.division import Division
 from hub.failover import Evictor
-from hub.gcpause import collection_paused
 from hub.metrics import Metrics
 from hub.placement.framework import PlacementRequest
 from hub.placement.misses import Misses
@@ -178,38 +177,35 @@ class PlacementLoop:
             placed: list[tuple[ActiveTask, PlacementResult]] = []
             waiting: list[tuple[ActiveTask, PlacementResult]] = []
             staged_held = 0          # how much of cycle.held earlier slices staged
-            # No cyclic collection while deciding (``hub.gcpause``): the full ones the
-            # cycle's own short-lived objects set off freed nothing.
-            with collection_paused():
-                try:
-                    slice_at = time.perf_counter()
-                    for task in cycle:
-                        if time.perf_counter() - slice_at >= SLICE_SECONDS:
-                            if placed or waiting or len(cycle.held) > staged_held:
-                                end.decisions += len(placed) + len(waiting)
-                                out.put_nowait(self._stage(placed, waiting,
-                                                           cycle.held[staged_held:]))
-                                staged_held = len(cycle.held)
-                                placed, waiting = [], []
-                                end.slices += 1
-                            await asyncio.sleep(0)     # let the event loop serve the rest
-                            slice_at = time.perf_counter()
-                        if not self._placeable(task):
-                            continue    # cancelled, ended or moved while the cycle yielded
-                        self._decide_one(task, cycle, placed, waiting, held)
-                    self.division.top_up(cycle, self._decide, self._scheduler)
-                    self.queueing.finish(cycle)
-                    end.decisions += len(placed) + len(waiting)
-                    end.seconds = time.perf_counter() - started
-                    placed += await self.division.store()
-                    out.put_nowait(self._stage(placed, waiting, cycle.held[staged_held:]))
-                    end.slices += 1
-                    end.complete = True
-                except asyncio.CancelledError:
-                    delivery.cancel()
-                    raise
-                finally:
-                    out.put_nowait(end)     # what was staged is still delivered
+            try:
+                slice_at = time.perf_counter()
+                for task in cycle:
+                    if time.perf_counter() - slice_at >= SLICE_SECONDS:
+                        if placed or waiting or len(cycle.held) > staged_held:
+                            end.decisions += len(placed) + len(waiting)
+                            out.put_nowait(self._stage(placed, waiting,
+                                                       cycle.held[staged_held:]))
+                            staged_held = len(cycle.held)
+                            placed, waiting = [], []
+                            end.slices += 1
+                        await asyncio.sleep(0)     # let the event loop serve the rest
+                        slice_at = time.perf_counter()
+                    if not self._placeable(task):
+                        continue    # cancelled, ended or moved while the cycle yielded
+                    self._decide_one(task, cycle, placed, waiting, held)
+                self.division.top_up(cycle, self._decide, self._scheduler)
+                self.queueing.finish(cycle)
+                end.decisions += len(placed) + len(waiting)
+                end.seconds = time.perf_counter() - started
+                placed += await self.division.store()
+                out.put_nowait(self._stage(placed, waiting, cycle.held[staged_held:]))
+                end.slices += 1
+                end.complete = True
+            except asyncio.CancelledError:
+                delivery.cancel()
+                raise
+            finally:
+                out.put_nowait(end)     # what was staged is still delivered
         self.last_slices = end.slices
         return await delivery
 
