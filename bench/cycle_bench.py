@@ -10,9 +10,13 @@ fleet is set directly in its view, as ``tests/queueing`` does) with two clusters
 - ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md).
 
 Measured: the cycle's wall time, the event-loop thread's CPU (``time.thread_time``) and the
-process's CPU (the SQLite writer thread's commits included), per task; then one more cycle
-with a single new task and N active, and one more (the per-cycle cost that grows with active
-tasks: the first cycle after also charges the N newly admitted tasks to their queue).
+process's CPU (the SQLite writer thread's commits included), per task, and the cyclic
+collector's CPU within it (``gc.callbacks``: seconds, and how many full collections); then
+one more cycle with a single new task and N active, and one more (the per-cycle cost that
+grows with active tasks: the first cycle after also charges the N newly admitted tasks to
+their queue). The collector is set as the hub server sets it (``hub.heap.settle``);
+``--collector default`` keeps CPython's thresholds, as the passes before 2026-12-02 21:00
+did: at 10,000 tasks those set off 2-3 full collections in the cycle, 0.4-0.6 s of it.
 ``--profile`` runs the measured cycle again on a fresh hub under cProfile and splits its
 self time by part (engine, staging, queueing, store, other) with the top functions.
 
@@ -30,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -45,6 +50,7 @@ from flags import check_bounds  # beside this file
 
 from fuyao.inventory import NodeInfo, ResourceAmounts
 from fuyao.spec import ClusterState, TaskSpec, TaskState
+from hub import heap
 from hub.config import HubConfig, Timings
 from hub.core import Hub
 
@@ -72,13 +78,17 @@ def _node(name: str, cpus: int) -> NodeInfo:
                     free=res)
 
 
-async def _hub(home: Path, nodes: int, cpus: int) -> Hub:
-    """A started hub, loops stopped, clusters c0 and c1 of ``nodes`` nodes each."""
+async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub") -> Hub:
+    """A started hub, loops stopped, clusters c0 and c1 of ``nodes`` nodes each; with
+    ``collector`` "hub" the collector set as ``hub.server`` sets it once started
+    (``hub.heap.settle``: what exists frozen, larger thresholds), else CPython's defaults."""
     timings = Timings(placement_interval=3600.0, monitor_interval=3600.0)
     hub = Hub(HubConfig(home=home, agent_port=_free_port(), register_port=_free_port(),
                         agent_tls=False, timings=timings))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
+    if collector == "hub":
+        heap.settle()
     for loop in hub._loops:
         loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -112,23 +122,43 @@ async def _prepare(hub: Hub, scenario: str, tasks: int) -> None:
     await hub.tasks.requeue_cluster("c0", "c0 lost (bench)")
 
 
+class _Collections:
+    """CPU the cyclic collector takes (any thread's collections), while counting."""
+
+    def __init__(self) -> None:
+        self.seconds, self.full, self._at = 0.0, 0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._at = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._at
+            self.full += info["generation"] == 2
+
+
 async def _timed(hub: Hub, profiler: cProfile.Profile | None = None) -> dict[str, float]:
-    """Run one placement cycle; its wall time and CPU."""
+    """Run one placement cycle; its wall time and CPU (and the collector's part of it)."""
+    collections = _Collections()
+    gc.callbacks.append(collections)
     wall, thread, proc = time.perf_counter(), time.thread_time(), time.process_time()
     if profiler is not None:
         profiler.enable()
-    placed = await hub.placement.cycle()
-    if profiler is not None:
-        profiler.disable()
+    try:
+        placed = await hub.placement.cycle()
+    finally:
+        if profiler is not None:
+            profiler.disable()
+        gc.callbacks.remove(collections)
     return {"placed": placed, "wall_s": time.perf_counter() - wall,
             "loop_cpu_s": time.thread_time() - thread, "cpu_s": time.process_time() - proc,
-            "slices": hub.placement.last_slices}
+            "slices": hub.placement.last_slices, "gc_s": collections.seconds,
+            "gc_full": collections.full}
 
 
 async def _one(args: argparse.Namespace, tasks: int,
                profiler: cProfile.Profile | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp:
-        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus)
+        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector)
         try:
             await _prepare(hub, args.scenario, tasks)
             queued = len(hub.tasks.queued())
@@ -147,6 +177,7 @@ async def _one(args: argparse.Namespace, tasks: int,
             "loop_cpu_s": round(cycle["loop_cpu_s"], 3), "cpu_s": round(cycle["cpu_s"], 3),
             "loop_cpu_ms_per_task": round(cycle["loop_cpu_s"] * per, 4),
             "cpu_ms_per_task": round(cycle["cpu_s"] * per, 4),
+            "gc_s": round(cycle["gc_s"], 3), "gc_full": int(cycle["gc_full"]),
             "next_cycle_loop_cpu_ms": round(after[0]["loop_cpu_s"] * 1e3, 2),
             "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2)}
 
@@ -208,6 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every task count, then the profile if asked."""
     out: dict[str, Any] = {"scenario": args.scenario, "nodes_per_cluster": args.nodes,
                            "load": os.getloadavg()[0], "python": sys.version.split()[0],
+                           "collector": args.collector,
                            "runs": []}
     for tasks in args.tasks:
         for _ in range(args.repeat):
@@ -224,13 +256,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The runs as a table, then the profile."""
     lines = [f"scenario {result['scenario']}, 2 clusters x {result['nodes_per_cluster']} "
-             f"nodes, load {result['load']:.1f}", "",
+             f"nodes, collector {result['collector']}, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
-             "CPU ms/task | next cycle (1 task) loop CPU ms | a later one |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
         lines.append(f"| {r['tasks']} | {r['slices']} | {r['wall_s']} | {r['loop_cpu_s']} | "
                      f"{r['cpu_s']} | {r['loop_cpu_ms_per_task']} | {r['cpu_ms_per_task']} | "
+                     f"{r['gc_s']} ({r['gc_full']}) | "
                      f"{r['next_cycle_loop_cpu_ms']} | {r['later_cycle_loop_cpu_ms']} |")
     prof = result.get("profile")
     if prof:
@@ -251,6 +284,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scenario", choices=("failover", "queued"), default="failover")
     p.add_argument("--nodes", type=int, default=200, help="nodes per cluster")
     p.add_argument("--cpus", type=int, default=64, help="cpus per node (tasks ask 0.5)")
+    p.add_argument("--collector", choices=("hub", "default"), default="hub",
+                   help="the cyclic collector as the hub server sets it (hub.heap.settle), "
+                        "or CPython's default thresholds (the passes before 2026-12-02 21:00)")
     p.add_argument("--repeat", type=int, default=1, help="runs per task count")
     p.add_argument("--profile", type=int, default=0, metavar="TOP",
                    help="profile the last task count once more, show TOP functions")

@@ -251,6 +251,9 @@ class PlacementLoop:
         else:
             waiting.append((task, result))
             cycle.missed(task, request, result)
+        # Staged with its slice, after later decisions: read before they change the
+        # engine's tables, it keeps no journal for them to copy rows into.
+        result.read_now()
 
     def _stage(self, placed: list[tuple[ActiveTask, PlacementResult]],
                waiting: list[tuple[ActiveTask, PlacementResult]],

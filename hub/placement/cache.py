@@ -78,16 +78,20 @@ class LentStatuses(Mapping[str, Status]):
     __slots__ = ("_journal", "_names", "_read", "_statuses")
 
     def __init__(self, names: list[str], statuses: dict[str, Status], journal: Journal) -> None:
-        self._names, self._statuses, self._journal = names, statuses, journal
+        self._names, self._statuses = names, statuses
+        self._journal: Journal | None = journal   # let go once read
         self._read: dict[str, Status] | None = None
 
     def _all(self) -> dict[str, Status]:
         read = self._read
         if read is None:
+            journal = self._journal
+            assert journal is not None
             read = self._read = dict(self._statuses)
             names = self._names
-            for i, row in self._journal.rows.items():
+            for i, row in journal.rows.items():
                 read[names[i]] = row[0]
+            self._journal = None
         return read
 
     def __getitem__(self, key: str) -> Status:

@@ -111,6 +111,10 @@ class ScoreTable:
             self._aligned = None
         return parts
 
+    def read_now(self) -> None:
+        """Pick the feasible entries out now (and let go of the lists it was built on)."""
+        self._read()
+
     @property
     def clusters(self) -> Sequence[str]:
         """The feasible clusters, in name order."""
@@ -192,6 +196,14 @@ class PlacementResult:
             )
             for v in self.verdicts
         )
+
+    def read_now(self) -> None:
+        """Read the statuses and score table now. Lent by the engine, they read its tables
+        through a journal that a later decision's changes are copied into for as long as
+        they might be read (``ShapeTable.lend``); read, they let it go, and what they give
+        is the same as read later. For a result kept while later decisions are made."""
+        self.statuses.items()
+        self.table.read_now()
 
     @property
     def fit(self) -> Fit | None:

@@ -136,6 +136,7 @@ def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_wen
     [run] = result["runs"]
     assert run["placed"] == run["tasks"] == run["active_after"] == 200
     assert run["slices"] >= 1 and run["cpu_s"] > 0 and run["loop_cpu_ms_per_task"] > 0
+    assert result["collector"] == "hub" and run["gc_s"] >= 0 and run["gc_full"] >= 0
     profile = result["profile"]
     assert {"engine", "queueing", "staging"} <= set(profile["parts"])
     assert 0.99 <= sum(profile["parts"].values()) <= 1.01
