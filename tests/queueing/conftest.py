@@ -18,10 +18,11 @@ from tests.hub.agentkit import gpu_node
 from tests.hub.conftest import HubHarness, start_harness, stop_harness
 
 
-@pytest.fixture
-async def quiet(tmp_path: Path) -> AsyncIterator[HubHarness]:
-    """A started hub with its background loops stopped."""
-    h = await start_harness(tmp_path / "hub")
+@contextlib.asynccontextmanager
+async def quiet_harness(home: Path) -> AsyncIterator[HubHarness]:
+    """A started hub in ``home`` with its background loops stopped (for property tests,
+    which cannot take a function-scoped fixture)."""
+    h = await start_harness(home)
     for loop in h.hub._loops:
         loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -30,6 +31,13 @@ async def quiet(tmp_path: Path) -> AsyncIterator[HubHarness]:
         yield h
     finally:
         await stop_harness(h)
+
+
+@pytest.fixture
+async def quiet(tmp_path: Path) -> AsyncIterator[HubHarness]:
+    """A started hub with its background loops stopped."""
+    async with quiet_harness(tmp_path / "hub") as h:
+        yield h
 
 
 def add_cluster(h: HubHarness, name: str, nodes: int, gpus: int,

@@ -7,15 +7,13 @@ room can be made, with no victim to spare."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.hub.conftest import start_harness, stop_harness
-from tests.queueing.conftest import add_cluster, placed, submit
+from tests.queueing.conftest import add_cluster, placed, quiet_harness, submit
 
 NODE_GPUS = 4
 running = st.lists(st.tuples(st.integers(-2, 2), st.booleans(), st.sampled_from([1, 2])),
@@ -24,12 +22,7 @@ running = st.lists(st.tuples(st.integers(-2, 2), st.booleans(), st.sampled_from(
 
 async def scenario(tasks: list[tuple[int, bool, int]], priority: int, gpus: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        h = await start_harness(Path(tmp) / "hub")
-        try:
-            for loop in h.hub._loops:
-                loop.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await loop
+        async with quiet_harness(Path(tmp) / "hub") as h:
             add_cluster(h, "east", nodes=1, gpus=NODE_GPUS)
             await submit(h, *({"name": f"t{i}", "gpu": g, "priority": p, "preemptible": ok}
                               for i, (p, ok, g) in enumerate(tasks)))
@@ -55,8 +48,6 @@ async def scenario(tasks: list[tuple[int, bool, int]], priority: int, gpus: int)
                 elif name in before:
                     assert views[name]["state"] == "Placed"
             expect_preemption(tasks, before, priority, gpus, victims)
-        finally:
-            await stop_harness(h)
 
 
 def expect_preemption(tasks: list[tuple[int, bool, int]], before: set[str], priority: int,

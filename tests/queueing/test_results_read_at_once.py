@@ -8,7 +8,6 @@ the score records and reasons stored for it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from fuyao.spec import ClusterState
 from hub import loops
 from hub.activetask import ActiveTask, score_records
 from hub.placement.result import PlacementResult
-from tests.hub.conftest import HubHarness, start_harness, stop_harness
-from tests.queueing.conftest import add_cluster, submit
+from tests.hub.conftest import HubHarness
+from tests.queueing.conftest import add_cluster, quiet_harness, submit
 
 
 def record(h: HubHarness) -> list[tuple[Any, ...]]:
@@ -49,12 +48,7 @@ async def decisions(tasks: list[tuple[int, int]], nodes: tuple[int, int, int],
         patch.setattr(loops, "SLICE_SECONDS", 60.0)   # one slice: its results kept across
         if not at_once:
             patch.setattr(PlacementResult, "read_now", lambda self: None)
-        h = await start_harness(Path(tmp) / "hub")
-        try:
-            for loop in h.hub._loops:
-                loop.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await loop
+        async with quiet_harness(Path(tmp) / "hub") as h:
             for i, count in enumerate(nodes):
                 add_cluster(h, f"c{i}", nodes=count, gpus=4)
             await submit(h, *({"name": f"t{i}", "gpu": g, "priority": p}
@@ -66,8 +60,6 @@ async def decisions(tasks: list[tuple[int, int]], nodes: tuple[int, int, int],
             await h.hub.tasks.requeue_cluster("c0", "c0 lost (test)")
             await h.hub.placement.cycle()
             return seen
-        finally:
-            await stop_harness(h)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
