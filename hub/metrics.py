@@ -4,6 +4,10 @@ Each hub process owns one ``Metrics`` (its own registry, so tests can run severa
 one process). The placement loop and the agent channel record into it (``stages``: where
 each task's time went from submit to Running, ``hub.stages``); gauges of cluster
 and task counts are read when scraped.
+
+The exposition is ``generate_latest`` of the registry, byte for byte, written collector by
+collector in the order they were registered so that the stage histogram (most of the text)
+can write its own lines (``StageHistogram.exposition``).
 """
 
 from __future__ import annotations
@@ -11,15 +15,33 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.registry import Collector
 
-from hub.stages import StageClock
+from hub.stages import StageClock, StageHistogram
+
+
+class _Registry(CollectorRegistry):
+    """A ``CollectorRegistry`` that also keeps its collectors in the order they were
+    registered (the order ``collect`` walks them in; no target info is set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collectors: list[Collector] = []
+
+    def register(self, collector: Collector) -> None:
+        super().register(collector)
+        self.collectors.append(collector)
+
+    def unregister(self, collector: Collector) -> None:
+        super().unregister(collector)
+        self.collectors.remove(collector)
 
 
 class Metrics:
     """The hub's counters, gauges and histograms."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = _Registry()
         self.placements = Counter("fuyao_placements", "Tasks placed on a cluster",
                                   registry=self.registry)
         self.decisions = Counter("fuyao_placement_decisions", "Scheduler decisions made",
@@ -66,7 +88,8 @@ class Metrics:
         self._collectors.append(fn)
 
     def render(self) -> bytes:
-        """The Prometheus text exposition."""
+        """The Prometheus text exposition: ``generate_latest(self.registry)``."""
         for fn in self._collectors:
             fn()
-        return generate_latest(self.registry)
+        return b"".join([c.exposition() if isinstance(c, StageHistogram) else generate_latest(c)
+                         for c in tuple(self.registry.collectors)])
