@@ -36,6 +36,14 @@ class _Registry(CollectorRegistry):
         super().unregister(collector)
         self.collectors.remove(collector)
 
+    def set_target_info(self, labels: dict[str, str] | None) -> None:
+        """Refused: ``Metrics.render`` writes the collectors only, so a target info line
+        would be missing from ``/metrics`` (``None``, as ``CollectorRegistry`` sets it, is
+        fine)."""
+        if labels:
+            raise NotImplementedError("the hub's registry does not carry target info")
+        super().set_target_info(labels)
+
 
 class Metrics:
     """The hub's counters, gauges and histograms."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
@@ -116,3 +117,8 @@ def test_metrics_render_is_generate_latest_of_the_registry(journeys: list[list[f
         metrics.stages.histogram.observe_all(spans)
         assert metrics.render() == generate_latest(metrics.registry)
     assert metrics.render() == generate_latest(metrics.registry)
+
+
+def test_the_hub_registry_refuses_target_info_it_would_not_render() -> None:
+    with pytest.raises(NotImplementedError):
+        Metrics().registry.set_target_info({"version": "1"})
