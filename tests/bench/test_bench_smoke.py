@@ -143,6 +143,13 @@ def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_wen
     assert profile["pieces"]["schedule"] > 0 and profile["pieces"]["stage"] > 0
 
 
+def test_cycle_bench_keeps_cpythons_collector_when_asked() -> None:
+    """--collector default: the passes before the hub's collector settings were applied."""
+    result = run_bench("cycle_bench.py", "--collector", "default")
+    [run] = result["runs"]
+    assert result["collector"] == "default" and run["placed"] == 200 and run["gc_s"] >= 0
+
+
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "-1"), ("--repeat", "0"),
                                   ("--profile", "1000")])
 def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
