@@ -49,3 +49,9 @@ def test_flagged_is_replace_with_the_cached_texts_kept(
     assert got == want and hash(got) == hash(want)
     assert (got.failover, got.exclude) == (failover, exclude)
     assert got.selector_key == want.selector_key and got.cluster_key == want.cluster_key
+
+
+def test_a_request_has_no_post_init_for_flagged_to_skip() -> None:
+    """``flagged`` builds the copy without ``__init__``: a check added to the request's
+    ``__post_init__`` would be skipped, so ``flagged`` must go back to ``replace`` then."""
+    assert not hasattr(PlacementRequest, "__post_init__")
