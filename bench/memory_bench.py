@@ -27,7 +27,10 @@ What the hub does with an agent's inventory is more than ``replace_nodes``: it p
 ``--from-wire`` encodes every cluster's reports (generation) and times the parsing as part
 of the ingest, the whole path the agent channel takes. ``wire_decode_us_per_node`` times
 decoding the first cluster's reports into ``NodeInfo``s (``node_from_proto``: what a delta's
-nodes still go through, and an inventory's did before).
+nodes still go through, and an inventory's did before), ``wire_encode_us_per_node`` the
+agent's encoding of them. A node's devices go as ``DeviceColumns`` (what an agent sends a
+hub that announces ``device-columns``); ``--wire-devices messages`` sends one ``Device``
+message each, as older agents and hubs do.
 
     .venv/bin/python bench/memory_bench.py                      # 1,000 clusters x 1,000 nodes
     .venv/bin/python bench/memory_bench.py --from-wire          # the same, ingest from the wire
@@ -101,9 +104,10 @@ def report_bytes(rng: random.Random, nodes: int) -> int:
     return round(size / nodes)
 
 
-def encoded(nodes: list[NodeInfo]) -> bytes:
-    """One cluster's reports as the agent sends them (an ``Inventory`` message)."""
-    return pb.Inventory(nodes=[node_to_proto(n) for n in nodes]).SerializeToString()
+def encoded(nodes: list[NodeInfo], columns: bool = True) -> bytes:
+    """One cluster's reports as the agent sends them (an ``Inventory`` message; ``columns``:
+    devices as ``DeviceColumns``, what an agent sends a hub that announced them)."""
+    return pb.Inventory(nodes=[node_to_proto(n, columns) for n in nodes]).SerializeToString()
 
 
 def decoded(raw: bytes) -> list[NodeInfo]:
@@ -126,15 +130,20 @@ def ingest(fleet: FleetView, name: str, nodes: list[NodeInfo] | bytes, count: in
                             if isinstance(nodes, bytes) else nodes)
 
 
-def wire_decode_us(rng: random.Random, nodes: int) -> float:
-    """CPU microseconds per node to decode one cluster's encoded reports (best of 3)."""
-    raw = encoded(next(reports(rng, 1, nodes))[1])
-    best = float("inf")
+def wire_us(rng: random.Random, nodes: int, columns: bool) -> tuple[float, float, float]:
+    """One cluster's reports on the wire: the agent's CPU microseconds per node to encode
+    them, the hub's to decode them into ``NodeInfo``s (best of 3 each), and bytes per node."""
+    made = next(reports(rng, 1, nodes))[1]
+    best_encode = best_decode = float("inf")
     for _ in range(3):
         c0 = time.process_time()
+        raw = encoded(made, columns)
+        c1 = time.process_time()
         decoded(raw)
-        best = min(best, time.process_time() - c0)
-    return round(best / nodes * 1e6, 2)
+        best_encode = min(best_encode, c1 - c0)
+        best_decode = min(best_decode, time.process_time() - c1)
+    return (round(best_encode / nodes * 1e6, 2), round(best_decode / nodes * 1e6, 2),
+            round(len(raw) / nodes, 1))
 
 
 class CollectorClock:
@@ -284,7 +293,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     rng = random.Random(args.seed)
     total_nodes = args.clusters * args.nodes
     per_report = report_bytes(random.Random(args.seed), args.nodes)
-    decode_us = wire_decode_us(random.Random(args.seed), args.nodes)
+    columns = args.wire_devices == "columns"
+    encode_us, decode_us, wire_bytes = wire_us(random.Random(args.seed), args.nodes, columns)
     gc.collect()
     base = rss_bytes()
     fleet = FleetView()
@@ -296,7 +306,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         t0, c0, g0 = time.perf_counter(), time.process_time(), collector.total
         with collector_paused():   # the generator's own cost; see the module docstring
             name, nodes = next(made)
-            report: list[NodeInfo] | bytes = encoded(nodes) if args.from_wire else nodes
+            report: list[NodeInfo] | bytes = (encoded(nodes, columns) if args.from_wire
+                                                  else nodes)
             del nodes
             if not args.no_freeze:
                 gc.freeze()   # reports the hub would decode inside the ingest: see --no-freeze
@@ -348,6 +359,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "fleet_build_cpu_us_per_node": round(fleet_cpu / total_nodes * 1e6, 2),
         "reports_build_gc_cpu_s": round(reports_gc, 2),   # the collector's part of each
         "fleet_build_gc_cpu_s": round(fleet_gc, 2),
+        "wire_devices": args.wire_devices,
+        "wire_encode_us_per_node": encode_us,            # the agent's, per node
+        "wire_bytes_per_node": wire_bytes,
         "wire_decode_us_per_node": decode_us,            # not in fleet_build unless from_wire
         "decisions": len(times),
         "decision_mean_us": round(statistics.fmean(times) * 1e6, 1) if times else None,
@@ -371,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from-wire", action="store_true",
                         help="encode each cluster's reports as the agent does and time their "
                              "decoding as part of the ingest")
+    parser.add_argument("--wire-devices", choices=("columns", "messages"), default="columns",
+                        help="how the encoded reports carry a node's devices: DeviceColumns "
+                             "(what an agent sends a hub that announces them) or one Device "
+                             "message each (older agents and hubs)")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's collector thresholds instead of the hub's "
                              "(hub.heap.settle: freeze what is loaded, larger thresholds)")

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 LEADER_METADATA = "fuyao-leader"   # member_agent.hubs reads it (no import between packages)
 FEATURES_METADATA = "fuyao-features"  # what this hub reads beyond the first protocol
 FEATURE_BATCH = "batch"            # AgentBatch / HubBatch (member_agent.connection says it too)
+FEATURE_COLUMNS = "device-columns"  # a node's devices as DeviceColumns (agents send them then)
+FEATURES = f"{FEATURE_BATCH},{FEATURE_COLUMNS}"   # what this hub announces, comma-separated
 MAX_BATCH = 1000                   # messages per HubBatch, and per AgentBatch accepted
 
 
@@ -140,7 +142,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
         lease = self.hub.config.timings.member_lease
         await context.send_initial_metadata((("fuyao-cluster", cluster),
                                              ("fuyao-lease-seconds", repr(lease)),
-                                             (FEATURES_METADATA, FEATURE_BATCH)))
+                                             (FEATURES_METADATA, FEATURES)))
         session = self.hub.sessions.open(cluster, source)
         log.info("cluster %s: agent stream open", cluster)
         reader = asyncio.create_task(self._read(session, request_iterator))

@@ -92,6 +92,7 @@ _FATAL: dict[grpc.StatusCode, type[FuyaoError]] = {
 }
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 FEATURE_BATCH = "batch"     # AgentBatch / HubBatch, when the hub announces it too
+FEATURE_COLUMNS = "device-columns"   # a node's devices as DeviceColumns, if the hub reads them
 MAX_BATCH = 500             # messages per AgentBatch (the hub takes up to 1,000)
 
 
@@ -169,6 +170,7 @@ class Agent:
         self._beats = HeartbeatClock()
         self._faults = MessageFaults()      # off unless FUYAO_AGENT_FAULTS asks (fault suite)
         self._batch = False                 # this stream's hub takes AgentBatch
+        self._columns = False               # ... and reads devices as DeviceColumns
         self.sessions = 0
 
     async def run(self) -> None:
@@ -255,7 +257,9 @@ class Agent:
         self._faults.reset()
         try:
             await self._renew(started, lease_from_metadata(accepted))
-            self._batch = FEATURE_BATCH in features_from_metadata(accepted)
+            features = features_from_metadata(accepted)
+            self._batch = FEATURE_BATCH in features
+            self._columns = FEATURE_COLUMNS in features
             hello = pb.Hello(
                 agent_version=member_agent.__version__,
                 backend=self.backend.name,
@@ -321,7 +325,7 @@ class Agent:
         self._seq += 1
         inventory = pb.Inventory(
             seq=self._seq,
-            nodes=[node_to_proto(n) for n in self.backend.nodes()],
+            nodes=[node_to_proto(n, self._columns) for n in self.backend.nodes()],
             tasks=[t.to_proto() for t in self.backend.tasks()],
         )
         await call.write(pb.AgentMessage(inventory=inventory))
@@ -360,7 +364,7 @@ class Agent:
         if isinstance(item, NodesChanged):
             self._seq += 1
             return pb.AgentMessage(delta=pb.InventoryDelta(
-                seq=self._seq, upserted=[node_to_proto(n) for n in item.upserted],
+                seq=self._seq, upserted=[node_to_proto(n, self._columns) for n in item.upserted],
                 removed=list(item.removed)))
         if isinstance(item, TaskChanged):
             return pb.AgentMessage(task=item.status.to_proto())

@@ -436,8 +436,11 @@ class ClusterInfo:
         layouts: dict[tuple[str, ...], _Layout] = {}
         added: list[NodeState] = []
         filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
-        for info in infos:
-            new = NodeState(info, holds.get(info.name) if holds else None)
+        # every state built before any is filed: a report refused (``InvalidInput``) leaves
+        # the cluster as it was
+        built = [(NodeState(info, holds.get(info.name) if holds else None), info)
+                 for info in infos]
+        for new, info in built:
             name = new.name   # the state's: a wire message gives a new string at each read
             labels = info.labels
             if type(labels) is not NodeLabels:

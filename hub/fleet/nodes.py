@@ -10,7 +10,7 @@ files into its buckets and the fit search (``hub.fleet.fit``) reads.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -18,7 +18,8 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Protocol, TypeVar, overload
 
-from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
+from fuyao.inventory import Columns, DeviceInfo, NodeInfo, ResourceAmounts, device_columns
+from fuyao.wire.v1 import agent_pb2 as pb
 
 WHOLE = 1000
 """Milli-devices in one whole card."""
@@ -248,8 +249,17 @@ class NodeState:
         devices = info.devices
         order: tuple[int, ...] | None = None
         ids: Ids = None
-        if not devices:
-            reported: Reported = ()
+        columns = _columns_of(info)
+        if columns is not None:   # one class in the agents' naming, read as two lists
+            model, memory_mib, frees, memory = columns
+            cls = (model, memory_mib)
+            if hold is None:
+                self._fill_one(info, name, cls, None, frees, memory)
+                return
+            reported: Reported = ((_interned(_classes_seen, cls), NumberedIds(name, 0, len(frees)),
+                                   _shared_frees(frees), _shared_frees(memory)),)
+        elif not devices:
+            reported = ()
         else:
             # one pass over the devices, fields transposed: (models, memories, ids, ...)
             models, memories, raw_ids, frees, memory = zip(
@@ -419,10 +429,14 @@ class NodeState:
         if not (info.name == self.name and info.unschedulable != self.schedulable
                 and _amount_fields(info.free) == _amount_fields(self.free)
                 and _amount_fields(info.allocatable) == _amount_fields(self.alloc)
-                and len(info.devices) == sum(len(s.frees) for s in self.classes.values())
                 and self.labels == info.labels):
             return False
-        return list(map(_device_fields, info.devices)) == self._devices()
+        columns = _columns_of(info)
+        if columns is None:
+            return list(map(_device_fields, info.devices)) == self._devices()
+        model, memory_mib, frees, memory = columns
+        return [(model, memory_mib, dev, free, free_mib) for dev, free, free_mib in zip(
+            NumberedIds(self.name, 0, len(frees)), frees, memory, strict=True)] == self._devices()
 
     @property
     def used_cpu(self) -> int:
@@ -440,6 +454,19 @@ class NodeState:
         return {dev: free for slot, ids in zip(self.classes.values(), self.class_ids(),
                                                strict=True)
                 for dev, free in zip(ids, slot.frees, strict=True)}
+
+
+def _columns_of(info: NodeReport) -> Columns | None:
+    """A wire node's devices as sent in columns (``fuyao.inventory.device_columns``), else
+    None (a ``NodeInfo``, or devices sent one message each)."""
+    return device_columns(info) if type(info) is pb.Node else None
+
+
+def refuse_bad_reports(infos: Iterable[NodeReport]) -> None:
+    """Raise ``InvalidInput`` for the first report whose devices break the wire's rules (what
+    ``NodeState`` would raise on filing it), before anything is filed."""
+    for info in infos:
+        _columns_of(info)
 
 
 def _held_frees(ids: Sequence[str], frees: tuple[int, ...],

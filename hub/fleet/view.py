@@ -24,7 +24,7 @@ from fuyao.taints import Taint
 from hub.fleet.capacity import capacity_rows
 from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
-from hub.fleet.nodes import Hold, NodeReport, NodeState
+from hub.fleet.nodes import Hold, NodeReport, NodeState, refuse_bad_reports
 
 PER_NODE_LABEL_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
 """Labels that differ on every node: left out when grouping nodes by label set."""
@@ -154,10 +154,12 @@ class FleetView:
     def replace_nodes(self, cluster: str, nodes: Iterable[NodeReport]) -> None:
         """A full inventory: nodes not in it are removed; reservations are kept. The nodes
         may be ``NodeInfo``s or the wire's ``pb.Node``s as received (the agent channel's:
-        no ``NodeInfo`` built); the fleet keeps no reference to them."""
+        no ``NodeInfo`` built); the fleet keeps no reference to them. A report the wire's
+        rules refuse (``InvalidInput``, ``fuyao.inventory.device_columns``) changes nothing."""
         c = self._get(cluster)
         fresh = {n.name: n for n in nodes}
         if c.node_count:
+            refuse_bad_reports(fresh.values())   # before a node is dropped (a resync: rare)
             for gone in [n.name for n in c.nodes() if n.name not in fresh]:
                 c._drop(gone)
         if c.node_count:

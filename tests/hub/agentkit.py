@@ -87,8 +87,10 @@ class RawAgent:
             yield msg
 
     async def connect(self, nodes: list[NodeInfo], tasks: list[pb.TaskReport] = (),  # type: ignore[assignment]
-                      credential: str | None = None, features: tuple[str, ...] = ()) -> None:
-        """Open the stream and send Hello (listing ``features``) + full Inventory."""
+                      credential: str | None = None, features: tuple[str, ...] = (),
+                      columns: bool = False) -> None:
+        """Open the stream and send Hello (listing ``features``) + full Inventory (devices as
+        ``DeviceColumns`` where they can be, with ``columns``)."""
         cred = self.credential if credential is None else credential
         self.call = self.stub.Connect(self._messages(),
                                       metadata=(("authorization", f"Bearer {cred}"),))
@@ -98,7 +100,7 @@ class RawAgent:
                                                  features=list(features))))
         self.seq = 1
         self.send(pb.AgentMessage(inventory=pb.Inventory(
-            seq=self.seq, nodes=[node_to_proto(n) for n in nodes], tasks=list(tasks))))
+            seq=self.seq, nodes=[node_to_proto(n, columns) for n in nodes], tasks=list(tasks))))
 
     async def _read(self) -> None:
         assert self.call is not None
@@ -117,11 +119,12 @@ class RawAgent:
         """Queue a message on the stream."""
         self.outbox.put_nowait(msg)
 
-    def delta(self, nodes: list[NodeInfo], seq: int | None = None) -> None:
+    def delta(self, nodes: list[NodeInfo], seq: int | None = None, columns: bool = False,
+              ) -> None:
         """Send an inventory delta (next seq unless given)."""
         self.seq = self.seq + 1 if seq is None else seq
         self.send(pb.AgentMessage(delta=pb.InventoryDelta(
-            seq=self.seq, upserted=[node_to_proto(n) for n in nodes])))
+            seq=self.seq, upserted=[node_to_proto(n, columns) for n in nodes])))
 
     def report(self, task_id: str, generation: int, phase: int, node: str = "",
                reason: str = "") -> None:

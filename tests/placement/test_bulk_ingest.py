@@ -127,16 +127,19 @@ def test_a_first_inventory_in_one_pass_is_node_by_node(drawn: list[dict[str, Any
 @settings(max_examples=200, deadline=None)
 @given(drawn=st.lists(report, max_size=14),
        held=st.lists(st.integers(0, 15), max_size=3, unique=True),
-       resync=st.lists(report, max_size=14))
+       resync=st.lists(report, max_size=14), columns=st.tuples(st.booleans(), st.booleans()))
 def test_the_wire_messages_file_as_their_node_infos(drawn: list[dict[str, Any]],
                                                      held: list[int],
-                                                     resync: list[dict[str, Any]]) -> None:
+                                                     resync: list[dict[str, Any]],
+                                                     columns: tuple[bool, bool]) -> None:
     """The agent channel files an inventory's ``pb.Node``s as received: the same view as
     the ``NodeInfo``s they decode to (what it filed before; label order as the wire map
-    gives it), first inventory (one pass) and resync (node by node) alike, and nothing of a
+    gives it), first inventory (one pass) and resync (node by node) alike, devices sent as
+    messages or in columns (``DeviceColumns``; a resync may switch), and nothing of a
     message kept (a state holds only its own types)."""
-    first = [node_to_proto(node_info(d)) for d in drawn]
-    again = [node_to_proto(node_info(d)) for d in drawn[: len(drawn) // 2] + resync]
+    first = [node_to_proto(node_info(d), columns[0]) for d in drawn]
+    again = [node_to_proto(node_info(d), columns[1])
+             for d in drawn[: len(drawn) // 2] + resync]
     wire, by_wire = fleet_with_holds(held)
     plain, by_info = fleet_with_holds(held)
     for inventory in (first, again):

@@ -102,8 +102,20 @@ class Device(_message.Message):
     free_memory_mib: int
     def __init__(self, id: _Optional[str] = ..., model: _Optional[str] = ..., memory_mib: _Optional[int] = ..., free_milli: _Optional[int] = ..., free_memory_mib: _Optional[int] = ...) -> None: ...
 
+class DeviceColumns(_message.Message):
+    __slots__ = ("model", "memory_mib", "free_milli", "free_memory_mib")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    FREE_MILLI_FIELD_NUMBER: _ClassVar[int]
+    FREE_MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    memory_mib: int
+    free_milli: _containers.RepeatedScalarFieldContainer[int]
+    free_memory_mib: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, model: _Optional[str] = ..., memory_mib: _Optional[int] = ..., free_milli: _Optional[_Iterable[int]] = ..., free_memory_mib: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Node(_message.Message):
-    __slots__ = ("name", "labels", "allocatable", "free", "devices", "unschedulable")
+    __slots__ = ("name", "labels", "allocatable", "free", "devices", "unschedulable", "device_columns")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -117,13 +129,15 @@ class Node(_message.Message):
     FREE_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     name: str
     labels: _containers.ScalarMap[str, str]
     allocatable: Resources
     free: Resources
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     unschedulable: bool
-    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Union[Resources, _Mapping]] = ..., free: _Optional[_Union[Resources, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., unschedulable: _Optional[bool] = ...) -> None: ...
+    device_columns: DeviceColumns
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Union[Resources, _Mapping]] = ..., free: _Optional[_Union[Resources, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., unschedulable: _Optional[bool] = ..., device_columns: _Optional[_Union[DeviceColumns, _Mapping]] = ...) -> None: ...
 
 class TaskReport(_message.Message):
     __slots__ = ("task_id", "generation", "phase", "node", "reason", "at_unix_ms")
