@@ -13,8 +13,9 @@ same node, read by the hub without a message per device (``device_columns``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from fuyao.errors import InvalidInput
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -87,17 +88,14 @@ Columns = tuple[str, int, tuple[int, ...], tuple[int, ...]]
 def node_to_proto(node: NodeInfo, columns: bool = False) -> pb.Node:
     """Wire form of a node; with ``columns``, its devices as ``DeviceColumns`` when they can
     be said that way (one model and memory, the agents' naming), else one message each."""
-    if columns and node.devices and _columnar(node.name, node.devices):
-        first = node.devices[0]
+    found = _columns(node.name, node.devices) if columns and node.devices else None
+    if found is not None:
         return pb.Node(
             name=node.name,
             labels=dict(node.labels),
             allocatable=_resources_to_proto(node.allocatable),
             free=_resources_to_proto(node.free),
-            device_columns=pb.DeviceColumns(
-                model=first.model, memory_mib=first.memory_mib,
-                free_milli=[d.free_milli for d in node.devices],
-                free_memory_mib=[d.free_memory_mib for d in node.devices]),
+            device_columns=found,
             unschedulable=node.unschedulable,
         )
     return pb.Node(
@@ -119,11 +117,35 @@ def node_to_proto(node: NodeInfo, columns: bool = False) -> pb.Node:
     )
 
 
-def _columnar(name: str, devices: tuple[DeviceInfo, ...]) -> bool:
-    """True when ``devices`` are of one model and memory, ids ``<name>/gpu0``, ``/gpu1``..."""
-    model, memory = devices[0].model, devices[0].memory_mib
-    return all(d.model == model and d.memory_mib == memory and d.id == f"{name}/gpu{i}"
-               for i, d in enumerate(devices))
+_NUMBERS = tuple(map(str, range(256)))
+
+
+def numbered(node: str, ids: Sequence[str]) -> bool:
+    """True when ``ids`` are ``<node>/gpu0``, ``<node>/gpu1``, ... (the agents' naming,
+    ``fuyao.labels.devices_for``).
+
+    Compared as two strings joined by NUL, no id built: when ``node`` has no NUL, equal
+    strings split at NUL into the same pieces, so there is one id per piece, the one expected."""
+    count = len(ids)
+    if count > len(_NUMBERS) or "\0" in node:
+        return tuple(ids) == tuple(f"{node}/gpu{i}" for i in range(count))
+    prefix = node + "/gpu"
+    return not count or "\0".join(ids) == prefix + ("\0" + prefix).join(_NUMBERS[:count])
+
+
+_fields = attrgetter("model", "memory_mib", "id", "free_milli", "free_memory_mib")
+
+
+def _columns(name: str, devices: tuple[DeviceInfo, ...]) -> pb.DeviceColumns | None:
+    """``devices`` as ``DeviceColumns`` when they are of one model and memory in the agents'
+    naming, else None."""
+    models, memories, ids, frees, free_memory = zip(*map(_fields, devices), strict=True)
+    count = len(models)
+    if (models.count(models[0]) != count or memories.count(memories[0]) != count
+            or not numbered(name, ids)):
+        return None
+    return pb.DeviceColumns(model=models[0], memory_mib=memories[0], free_milli=frees,
+                            free_memory_mib=free_memory)
 
 
 def device_columns(msg: pb.Node) -> Columns | None:
@@ -147,10 +169,19 @@ def device_columns(msg: pb.Node) -> Columns | None:
 
 
 def column_devices(name: str, columns: Columns) -> tuple[DeviceInfo, ...]:
-    """The ``DeviceInfo``s a node's ``DeviceColumns`` stand for."""
+    """The ``DeviceInfo``s a node's ``DeviceColumns`` stand for (slots set directly, as
+    ``_device_from_proto`` sets them)."""
     model, memory, frees, free_memory = columns
-    return tuple(DeviceInfo(f"{name}/gpu{i}", model, memory, free, free_mib)
-                 for i, (free, free_mib) in enumerate(zip(frees, free_memory, strict=True)))
+    out: list[DeviceInfo] = []
+    for i, (free, free_mib) in enumerate(zip(frees, free_memory, strict=True)):
+        device = _new(DeviceInfo)
+        _set_id(device, f"{name}/gpu{i}")
+        _set_model(device, model)
+        _set_memory(device, memory)
+        _set_free(device, free)
+        _set_free_memory(device, free_mib)
+        out.append(device)
+    return tuple(out)
 
 
 def node_from_proto(msg: pb.Node) -> NodeInfo:

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Protocol, TypeVar, overload
 
 from fuyao.inventory import Columns, DeviceInfo, NodeInfo, ResourceAmounts, device_columns
+from fuyao.inventory import numbered as _numbered
 from fuyao.wire.v1 import agent_pb2 as pb
 
 WHOLE = 1000
@@ -106,21 +107,6 @@ class NumberedIds(Sequence[str]):
 
     def __len__(self) -> int:
         return self.size
-
-
-_NUMBERS = tuple(map(str, range(256)))
-
-
-def _numbered(node: str, ids: Sequence[str]) -> bool:
-    """True when ``ids`` are ``<node>/gpu0``, ``<node>/gpu1``, ... (the agents' naming).
-
-    Compared as two strings joined by NUL, no id built: when ``node`` has no NUL, equal
-    strings split at NUL into the same pieces, so there is one id per piece, the one expected."""
-    count = len(ids)
-    if count > len(_NUMBERS) or "\0" in node:
-        return tuple(ids) == tuple(NumberedIds(node, 0, count))
-    prefix = node + "/gpu"
-    return not count or "\0".join(ids) == prefix + ("\0" + prefix).join(_NUMBERS[:count])
 
 
 class NodeLabels(Mapping[str, str]):
