@@ -95,10 +95,13 @@ def test_memory_bench_refuses_out_of_range_answer_flags(flag: tuple[str, str]) -
     assert_refused("memory_bench.py", flag)
 
 
-def test_memory_bench_ingests_from_the_wire_when_asked() -> None:
-    result = run_bench("memory_bench.py", "--from-wire")
+@pytest.mark.parametrize("devices", ["columns", "messages"])
+def test_memory_bench_ingests_from_the_wire_when_asked(devices: str) -> None:
+    result = run_bench("memory_bench.py", "--from-wire", "--wire-devices", devices)
     assert result["from_wire"] and result["nodes"] == 2000
     assert result["hub_bytes_per_node"] > 0 and result["fleet_build_s"] > 0
+    assert result["wire_devices"] == devices and result["wire_encode_us_per_node"] > 0
+    assert result["wire_bytes_per_node"] > 0
 
 
 TRACES = Path(os.environ.get("FUYAO_TRACES") or ROOT.parent / "shared" / "traces")
