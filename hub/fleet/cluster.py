@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 
+from fuyao.errors import InvalidInput
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
@@ -188,19 +189,22 @@ class Group:
 
 
 class _Layout:
-    """Reports whose labels have these keys in this order: which of them group nodes (read
-    by ``pick``, one call) and which are per-node keys (``own``, the one copy of each)."""
+    """Reports whose labels have these keys in this order: which of them group nodes and
+    which are per-node keys (``own``, the one copy of each). ``pick`` reads the values of
+    both in one call, the grouped ones first: ``values[:split]`` group the node,
+    ``values[split:]`` are its own (no second read of the labels for them)."""
 
-    __slots__ = ("grouped", "own", "pick")
+    __slots__ = ("grouped", "own", "pick", "split")
 
     def __init__(self, names: tuple[str, ...], ignore: frozenset[str],
                  keys: Mapping[str, str]) -> None:
         self.grouped = tuple(k for k in names if k not in ignore)
         self.own = tuple(keys[k] for k in names if k in ignore)
-        grouped = self.grouped
-        self.pick: Callable[[Mapping[str, str]], object] = (
-            itemgetter(*grouped) if len(grouped) > 1
-            else (lambda labels: tuple(labels[k] for k in grouped)))
+        self.split = len(self.grouped)
+        read = (*self.grouped, *self.own)
+        self.pick: Callable[[Mapping[str, str]], tuple[str, ...]] = (
+            itemgetter(*read) if len(read) > 1
+            else (lambda labels: tuple(labels[k] for k in read)))
 
     def key(self, labels: Mapping[str, str]) -> LabelKey:
         """The label group's key of labels with this layout."""
@@ -417,8 +421,9 @@ class ClusterInfo:
             return
         self._file(NodeState(info, self._holds.get(info.name)), old)
 
-    def _put_all(self, infos: Iterable[NodeReport]) -> None:
-        """File a whole inventory into a cluster that holds no node (an agent's first report).
+    def _put_all(self, infos: Mapping[str, NodeReport]) -> None:
+        """File a whole inventory into a cluster that holds no node (an agent's first report):
+        ``infos`` maps each node's name (as read once by the caller) to its report.
 
         The view ends as ``_put`` node by node leaves it (same states, groups, buckets and
         their order, sums): the label group is looked up once per distinct label set, the
@@ -429,20 +434,35 @@ class ClusterInfo:
         with collector_paused():
             self._file_all(infos)
 
-    def _file_all(self, infos: Iterable[NodeReport]) -> None:
+    def _file_all(self, infos: Mapping[str, NodeReport]) -> None:
+        added: list[NodeState] = []
+        filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
+        created: list[LabelKey] = []   # groups made here: gone again if a report is refused
+        try:
+            self._file_each(infos, filed, added, created)
+        except InvalidInput:
+            # a report the wire's rules refuse (``fuyao.inventory.device_columns``): the
+            # cluster had no node, and has none again
+            self._nodes.clear()
+            self._node_group.clear()
+            for key in created:
+                del self._groups[key]
+            raise
+        self._file_grouped(filed, added)
+
+    def _file_each(self, infos: Mapping[str, NodeReport], filed: dict[Group, list[NodeState]],
+                   added: list[NodeState], created: list[LabelKey]) -> None:
+        """``_file_all``'s pass over the reports: each node's state, its label group (made
+        if new, and noted in ``created``), in report order."""
         holds, ignore, keys, groups = self._holds, self._ignore, self._ignore_keys, self._groups
         nodes, node_group = self._nodes, self._node_group
         by_labels: dict[tuple[tuple[str, ...], object], Group] = {}
         layouts: dict[tuple[str, ...], _Layout] = {}
-        added: list[NodeState] = []
-        filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
-        # every state built before any is filed: a report refused (``InvalidInput``) leaves
-        # the cluster as it was
-        built = [(NodeState(info, holds.get(info.name) if holds else None), info)
-                 for info in infos]
-        for new, info in built:
-            name = new.name   # the state's: a wire message gives a new string at each read
+        for name, info in infos.items():
+            # the name as the caller read it (a wire message gives a new string at each
+            # read), and the labels read once: the state is built with its filed labels
             labels = info.labels
+            hold = holds.get(name) if holds else None
             if type(labels) is not NodeLabels:
                 # a label set is known by its keys (in order) and the values of the grouped
                 # ones, read in one call: no per-node copy of the labels is made (a dict, or
@@ -451,29 +471,33 @@ class ClusterInfo:
                 layout = layouts.get(names)
                 if layout is None:
                     layout = layouts[names] = _Layout(names, ignore, keys)
-                seen = (names, layout.pick(labels))
+                values = layout.pick(labels)
+                split = layout.split
+                seen = (names, values[:split])   # the values themselves when none is own
                 group = by_labels.get(seen)
                 if group is None:
                     key = layout.key(labels)
                     group = groups.get(key)
                     if group is None:
                         group = groups[key] = Group(key)
+                        created.append(key)
                     by_labels[seen] = group
                 own_keys = layout.own
                 own: tuple[tuple[str, str], ...]
                 if not own_keys:
                     own = ()
                 elif len(own_keys) == 1:
-                    [own_key] = own_keys
-                    value = labels[own_key]
-                    own = ((own_key, name if value == name else value),)   # as _same
+                    value = values[split]
+                    own = ((own_keys[0], name if value == name else value),)   # as _same
                 else:
-                    own = tuple((k, _same(labels[k], name)) for k in own_keys)
+                    own = tuple((k, _same(v, name))
+                                for k, v in zip(own_keys, values[split:], strict=True))
                 node_labels: NodeLabels = _new_labels(NodeLabels)   # NodeLabels(...) inline
                 node_labels.shared, node_labels.key = group.labels, group.key
                 node_labels.ignored, node_labels.own = ignore, own
-                new.labels = node_labels
+                new = NodeState(info, hold, name, node_labels)
             else:   # a refiled node's labels: as _file files them
+                new = NodeState(info, hold, name, labels)
                 group = self._group_for(new)
             into = filed.get(group)
             if into is None:
@@ -482,7 +506,6 @@ class ClusterInfo:
             nodes[name] = new
             node_group[name] = group
             added.append(new)
-        self._file_grouped(filed, added)
 
     def _put_states(self, states: Iterable[NodeState]) -> None:
         """File node states another view built into a cluster that holds no node (a planning
@@ -721,7 +744,9 @@ class ClusterInfo:
         the same totals, rows made in the same order, one tick for the models touched."""
         cpu_total = cpu_used = memory_total = memory_used = schedulable_nodes = 0
         touched: dict[int, Mapping[str, int]] = {}   # each node's (shared) model counts
-        row_for = self._row
+        # ``_row`` inline (``rows.get(m) or row_for(m)``, a row is always true): one call
+        # less per node and per model, a row still made on first use, in the same order
+        rows, row_for = self._totals, self._row
         for node in added:
             alloc = node.alloc
             a_cpu, a_mem = alloc.cpu_milli, alloc.memory_mib
@@ -731,7 +756,8 @@ class ClusterInfo:
             u_mem = u_mem if u_mem > 0 else 0
             model_devices = node.model_devices
             touched[id(model_devices)] = model_devices
-            row = row_for(node.primary)
+            primary = node.primary
+            row = rows.get(primary) or row_for(primary)
             row.nodes += 1
             row.cpu_total += a_cpu
             row.cpu_used += u_cpu
@@ -744,7 +770,7 @@ class ClusterInfo:
                 memory_used += u_mem
                 schedulable_nodes += 1
                 for model, count in model_devices.items():
-                    dev_row = row_for(model)
+                    dev_row = rows.get(model) or row_for(model)
                     dev_row.devices += count
                     dev_row.used_milli += node.model_used[model]
             else:
@@ -753,7 +779,7 @@ class ClusterInfo:
                 row.off_mem_total += a_mem
                 row.off_mem_used += u_mem
                 for model, count in model_devices.items():
-                    dev_row = row_for(model)
+                    dev_row = rows.get(model) or row_for(model)
                     used = node.model_used[model]
                     dev_row.devices += count
                     dev_row.used_milli += used

@@ -230,8 +230,14 @@ class NodeState:
         "model_used", "name", "order", "pods", "primary", "schedulable",
     )
 
-    def __init__(self, info: NodeReport, hold: Hold | None) -> None:
-        name = info.name   # read once: a wire message gives a new string at each read
+    def __init__(self, info: NodeReport, hold: Hold | None, name: str | None = None,
+                 labels: Mapping[str, str] | None = None) -> None:
+        """``name`` and ``labels``, when given, are ``info``'s as the caller already read
+        them (a wire message gives new objects at each read): kept instead of read again."""
+        if name is None:
+            name = info.name   # read once: a wire message gives a new string at each read
+        if labels is None:
+            labels = info.labels
         devices = info.devices
         order: tuple[int, ...] | None = None
         ids: Ids = None
@@ -240,7 +246,7 @@ class NodeState:
             model, memory_mib, frees, memory = columns
             cls = (model, memory_mib)
             if hold is None:
-                self._fill_one(info, name, cls, None, frees, memory)
+                self._fill_one(info, name, labels, cls, None, frees, memory)
                 return
             reported: Reported = ((_interned(_classes_seen, cls), NumberedIds(name, 0, len(frees)),
                                    _shared_frees(frees), _shared_frees(memory)),)
@@ -255,17 +261,18 @@ class NodeState:
                 cls = (models[0], memories[0])   # one class: most reports
                 ids = None if _numbered(name, raw_ids) else (raw_ids,)
                 if hold is None:   # a fresh report: _fill without its loops
-                    self._fill_one(info, name, cls, ids, frees, memory)
+                    self._fill_one(info, name, labels, cls, ids, frees, memory)
                     return
                 reported = ((_interned(_classes_seen, cls), raw_ids, _shared_frees(frees),
                              _shared_frees(memory)),)
             else:
                 reported, ids, order = _by_class(name, devices)
-        self._fill(name, info.labels, _shared_amounts(info.allocatable), info.free,
+        self._fill(name, labels, _shared_amounts(info.allocatable), info.free,
                    not info.unschedulable, reported, ids, order, hold)
 
-    def _fill_one(self, info: NodeReport, name: str, cls: DeviceClass, ids: Ids,
-                  frees: tuple[int, ...], memory: tuple[int, ...]) -> None:
+    def _fill_one(self, info: NodeReport, name: str, labels: Mapping[str, str],
+                  cls: DeviceClass, ids: Ids, frees: tuple[int, ...],
+                  memory: tuple[int, ...]) -> None:
         """``_fill`` for a report of one device class and no hold (what most reports are)."""
         # the shared caches read inline (``x.get(k) or f(k)``): one call less each, per node
         key = (cls, frees, memory)
@@ -273,7 +280,7 @@ class NodeState:
             _one_class_seen.get(key) or _one_class(key))
         self.ids = ids
         self.name = name
-        self.labels = info.labels
+        self.labels = labels
         alloc = info.allocatable
         self.alloc = (_amounts_seen.get((alloc.cpu_milli, alloc.memory_mib, alloc.pods))
                       or _shared_amounts(alloc))

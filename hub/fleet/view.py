@@ -166,7 +166,7 @@ class FleetView:
             for node in fresh.values():
                 c._put(node)
         else:   # a first inventory (or all new): filed in one pass
-            c._put_all(fresh.values())
+            c._put_all(fresh)
 
     def file_states(self, cluster: str, states: Iterable[NodeState]) -> None:
         """A planning snapshot's inventory (``hub.planning.snapshot``): node states another

@@ -118,3 +118,14 @@ def test_a_refused_inventory_changes_nothing(first: bool) -> None:
     with pytest.raises(InvalidInput, match="lists 1 free shares and 0 free memories"):
         fleet.replace_nodes("c1", [node_to_proto(gpu_node("new", "Tesla-T4", 1), True), bad])
     assert {n.name: n.info for n in fleet.cluster("c1").nodes()} == before
+    # and what it left behind changes no later filing: as a fleet that never saw it
+    fresh = FleetView()
+    fresh.upsert_cluster("c1", labels={}, weight=1, headroom=0.1, state=ClusterState.READY)
+    good = [node_to_proto(gpu_node("new", "Tesla-T4", 1), True)]
+    for view in (fleet, fresh):
+        view.replace_nodes("c1", good)
+    assert fleet.capacity() == fresh.capacity()
+    assert ([(n.name, n.info) for n in fleet.cluster("c1").nodes()]
+            == [(n.name, n.info) for n in fresh.cluster("c1").nodes()])
+    assert [g.key for g in fleet.cluster("c1")._groups.values()] == [
+        g.key for g in fresh.cluster("c1")._groups.values()]
