@@ -253,6 +253,17 @@ class ClusterManager:
                 due.append(name)
         return due
 
+    def next_eviction(self, now: float) -> float | None:
+        """The earliest monotonic time from ``now`` on at which a NotReady cluster falls due
+        for eviction in ``tick`` (its NotReady time plus the eviction timeout, and its
+        silence past lease + margin), or None. The monitor wakes for it (``hub.loops``)."""
+        timings = self.config.timings
+        due = [max(e.not_ready_since + timings.eviction_timeout,
+                   e.last_seen + timings.member_lease + timings.failover_margin)
+               for e in self.entries.values()
+               if e.state == ClusterState.NOT_READY and e.not_ready_since is not None]
+        return min((d for d in due if d >= now), default=None)
+
     async def save_heartbeats(self) -> None:
         """Persist last-heartbeat times of connected clusters (not on every beat)."""
         now = utcnow()

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 MAX_TASKS_PER_CYCLE = 20_000
 SETTLE_SECONDS = 0.02
 PIPELINE_DEPTH = 2   # cycles in flight: one deciding while the one before commits
+DUE_SLACK = 0.001  # a wake for a failover deadline lands this long after it (``tick``'s ">")
 SLICE_SECONDS = 0.005  # a cycle decides this long at most, then lets the event loop run
 
 
@@ -343,11 +344,20 @@ class Monitor:
     async def run(self) -> None:
         """Tick forever."""
         while True:
-            await asyncio.sleep(self.timings.monitor_interval)
+            await asyncio.sleep(self.wait())
             try:
                 await self.tick()
             except Exception:
                 log.exception("monitor tick failed")
+
+    def wait(self) -> float:
+        """Seconds to the next tick: the monitor's interval, or less when a NotReady
+        cluster falls due for failover sooner, so a lost member's tasks are re-queued at
+        its grace rather than up to a whole interval after it."""
+        now = time.monotonic()
+        due = self.clusters.next_eviction(now)
+        interval = self.timings.monitor_interval
+        return interval if due is None else min(interval, due - now + DUE_SLACK)
 
     async def tick(self) -> None:
         """Advance health states; fail over and spill over what is due."""
