@@ -58,3 +58,22 @@ def test_due_at_next_eviction_and_not_before(eviction: float, lease: float, marg
         earlier = NOW + before * (wake - NOW)
         assert due_at(clusters, earlier, monkeypatch) == already
         assert due_at(clusters, wake + DUE_SLACK, monkeypatch) > already
+
+
+@pytest.mark.parametrize(("silent_for", "expected"), [
+    (32.5, 0.5 + DUE_SLACK),   # due in 0.5 s: sooner than the 1 s interval
+    (20.0, 1.0),               # due in 13 s: the interval
+    (40.0, 1.0),               # due already (its tasks moving): the interval, no busy loop
+])
+def test_the_monitor_sleeps_to_the_deadline_when_it_is_sooner(
+        silent_for: float, expected: float, monkeypatch: Any) -> None:
+    import hub.loops
+    from hub.loops import Monitor
+
+    timings = Timings(eviction_timeout=0.0, member_lease=30.0, failover_margin=3.0,
+                      monitor_interval=1.0)
+    monitor = Monitor.__new__(Monitor)
+    monitor.clusters = manager(timings, [(-silent_for, -silent_for)])
+    monitor.timings = timings
+    monkeypatch.setattr(hub.loops.time, "monotonic", lambda: NOW)
+    assert monitor.wait() == pytest.approx(expected)
