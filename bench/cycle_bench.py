@@ -106,20 +106,33 @@ async def _submit(hub: Hub, prefix: str, count: int) -> None:
         await hub.tasks.submit(specs[start:start + 2000])
 
 
-async def _prepare(hub: Hub, scenario: str, tasks: int) -> None:
-    """Leave ``tasks`` tasks queued for the measured cycle."""
+async def _prepare(hub: Hub, scenario: str, tasks: int,
+                   profiler: cProfile.Profile | None = None) -> dict[str, float]:
+    """Leave ``tasks`` tasks queued for the measured cycle. In ``failover``, the re-queue of
+    the lost cluster's tasks is timed as well (wall, event-loop thread CPU, process CPU: the
+    writer thread's commit included) and profiled with ``profiler``, if given."""
     if scenario == "queued":
         hub.fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.0,
                                  state=ClusterState.NOT_READY)
         await _submit(hub, "t", tasks)
-        return
+        return {}
     hub.fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.0,
                              state=ClusterState.NOT_READY)
     await _submit(hub, "t", tasks)
     assert await hub.placement.cycle() == tasks, "the set-up cycle placed them all"
     for cluster, state in (("c0", ClusterState.NOT_READY), ("c1", ClusterState.READY)):
         hub.fleet.upsert_cluster(cluster, labels={}, weight=1, headroom=0.0, state=state)
-    await hub.tasks.requeue_cluster("c0", "c0 lost (bench)")
+    wall, thread, proc = time.perf_counter(), time.thread_time(), time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    try:
+        await hub.tasks.requeue_cluster("c0", "c0 lost (bench)")
+    finally:
+        if profiler is not None:
+            profiler.disable()
+    return {"requeue_wall_s": time.perf_counter() - wall,
+            "requeue_loop_cpu_s": time.thread_time() - thread,
+            "requeue_cpu_s": time.process_time() - proc}
 
 
 class _Collections:
@@ -156,11 +169,12 @@ async def _timed(hub: Hub, profiler: cProfile.Profile | None = None) -> dict[str
 
 
 async def _one(args: argparse.Namespace, tasks: int,
-               profiler: cProfile.Profile | None = None) -> dict[str, Any]:
+               profiler: cProfile.Profile | None = None,
+               requeue_profiler: cProfile.Profile | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp:
         hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector)
         try:
-            await _prepare(hub, args.scenario, tasks)
+            requeue = await _prepare(hub, args.scenario, tasks, requeue_profiler)
             queued = len(hub.tasks.queued())
             cycle = await _timed(hub, profiler)
             assert cycle["placed"] == queued == tasks, (cycle, queued)
@@ -179,7 +193,8 @@ async def _one(args: argparse.Namespace, tasks: int,
             "cpu_ms_per_task": round(cycle["cpu_s"] * per, 4),
             "gc_s": round(cycle["gc_s"], 3), "gc_full": int(cycle["gc_full"]),
             "next_cycle_loop_cpu_ms": round(after[0]["loop_cpu_s"] * 1e3, 2),
-            "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2)}
+            "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2),
+            **{k: round(v, 3) for k, v in requeue.items()}}
 
 
 def _part(filename: str, func: str) -> str:
@@ -245,11 +260,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.repeat):
             out["runs"].append(asyncio.run(_one(args, tasks)))
     if args.profile:
-        profiler = cProfile.Profile()
-        asyncio.run(_one(args, args.tasks[-1], profiler))
+        profiler, requeue = cProfile.Profile(), cProfile.Profile()
+        asyncio.run(_one(args, args.tasks[-1], profiler,
+                         requeue if args.scenario == "failover" else None))
         stats = pstats.Stats(profiler)
         out["profile"] = {"tasks": args.tasks[-1], **breakdown(stats, args.profile),
                           "pieces": cumulative(stats, PIECES)}
+        if args.scenario == "failover":
+            out["requeue_profile"] = breakdown(pstats.Stats(requeue), args.profile)
     return out
 
 
@@ -258,13 +276,16 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"scenario {result['scenario']}, 2 clusters x {result['nodes_per_cluster']} "
              f"nodes, collector {result['collector']}, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
-             "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one | "
+             "re-queue wall s | re-queue loop CPU s | re-queue CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
         lines.append(f"| {r['tasks']} | {r['slices']} | {r['wall_s']} | {r['loop_cpu_s']} | "
                      f"{r['cpu_s']} | {r['loop_cpu_ms_per_task']} | {r['cpu_ms_per_task']} | "
                      f"{r['gc_s']} ({r['gc_full']}) | "
-                     f"{r['next_cycle_loop_cpu_ms']} | {r['later_cycle_loop_cpu_ms']} |")
+                     f"{r['next_cycle_loop_cpu_ms']} | {r['later_cycle_loop_cpu_ms']} | "
+                     f"{r.get('requeue_wall_s', '')} | {r.get('requeue_loop_cpu_s', '')} | "
+                     f"{r.get('requeue_cpu_s', '')} |")
     prof = result.get("profile")
     if prof:
         lines += ["", f"profile of {prof['tasks']} tasks ({prof['profiled_s']} s self time):",
@@ -273,6 +294,12 @@ def markdown(result: dict[str, Any]) -> str:
                                                       for k, v in prof["pieces"].items()), ""]
         lines += [f"  {row['self_s']:8.4f} {row['cum_s']:8.4f}  {row['func']}"
                   for row in prof["top_self"]]
+    requeue = result.get("requeue_profile")
+    if requeue:
+        lines += ["", f"profile of the re-queue ({requeue['profiled_s']} s self time, "
+                  "the event loop's thread only):"]
+        lines += [f"  {row['self_s']:8.4f} {row['cum_s']:8.4f}  {row['func']}"
+                  for row in requeue["top_self"]]
     return "\n".join(lines)
 
 

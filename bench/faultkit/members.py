@@ -74,7 +74,8 @@ def agent_kill_for_good(s: Scenario, stream: TaskStream) -> Figures:
     time.sleep(max(0.0, s.timing.grace - 1.0))     # nothing can move before the grace
     wait_until(moved, timeout=s.timing.grace + 300, step=0.25)
     s.wait_settled(timeout=300)
-    placed, running = failover_times(s, lost)
+    times = failover_times(s, lost)
+    placed, running = times["Placed"], times["Running"]
     grace = s.timing.grace
     figures: Figures = {"moved": len(lost), "grace_s": grace}
     if placed:
@@ -83,6 +84,7 @@ def agent_kill_for_good(s: Scenario, stream: TaskStream) -> Figures:
     if running:
         figures.update(running_s=round(max(running) - killed, 2),
                        running_over_grace_s=round(max(running) - killed - grace, 2))
+    figures["timeline"] = timeline(times, killed + grace)
     # The hub's clock starts at the last heartbeat it heard, up to one interval before the
     # kill: it must not have re-placed anything before the grace had passed since then.
     figures["checks"] = {"waited out the grace": bool(placed) and min(placed) - killed
@@ -90,18 +92,35 @@ def agent_kill_for_good(s: Scenario, stream: TaskStream) -> Figures:
     return figures
 
 
-def failover_times(s: Scenario, lost: dict[str, int]) -> tuple[list[float], list[float]]:
-    """Unix times of each lost task's first ``Placed`` and ``Running`` event in a newer
-    generation than ``lost`` says it had (the hub's own clock: the same machine's)."""
-    placed: list[float] = []
-    running: list[float] = []
+def failover_times(s: Scenario, lost: dict[str, int]) -> dict[str, list[float]]:
+    """Unix times of each lost task's first ``Requeued`` event in the generation it was lost
+    in, and its first ``Placed`` and ``Running`` events in a newer one (the hub's own clock:
+    the same machine's), by kind."""
+    times: dict[str, list[float]] = {"Requeued": [], "Placed": [], "Running": []}
     with s.client() as client:
         for name, generation in lost.items():
-            newer = [e for e in client.get_task(name).events if e.generation > generation]
-            for kind, times in (("Placed", placed), ("Running", running)):
-                at = [e.at.timestamp() for e in newer if e.kind == kind]
-                times += [min(at)] if at else []
-    return placed, running
+            events = client.get_task(name).events
+            for kind, at in (
+                    ("Requeued", [e.at.timestamp() for e in events
+                                  if e.kind == "Requeued" and e.generation == generation]),
+                    ("Placed", [e.at.timestamp() for e in events
+                                if e.kind == "Placed" and e.generation > generation]),
+                    ("Running", [e.at.timestamp() for e in events
+                                 if e.kind == "Running" and e.generation > generation])):
+                times[kind] += [min(at)] if at else []
+    return times
+
+
+def timeline(times: dict[str, list[float]], due: float) -> dict[str, list[float]]:
+    """Where a failover's time went: for each event kind, seconds past the grace (``due``,
+    a Unix time) at which the first, the median and the last lost task got it."""
+    out: dict[str, list[float]] = {}
+    for kind, at in times.items():
+        if at:
+            at = sorted(at)
+            out[kind.lower()] = [round(at[0] - due, 3), round(at[len(at) // 2] - due, 3),
+                                 round(at[-1] - due, 3)]
+    return out
 
 
 def hub_kill_restart(s: Scenario, stream: TaskStream) -> Figures:
