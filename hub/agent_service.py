@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from fuyao.errors import FuyaoError, InvalidInput, PermissionDenied, Transient, Unauthenticated
-from fuyao.inventory import node_from_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub import heap
@@ -390,8 +389,7 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 session.seq = None
                 return
             session.seq = delta.seq
-            hub.fleet.apply_delta(cluster, [hub.catalog.normalize(node_from_proto(n))
-                                            for n in delta.upserted],
+            hub.fleet.apply_delta(cluster, hub.catalog.reports(delta.upserted),
                                   list(delta.removed))
             hub.placement.poke()
         elif kind == "heartbeat":

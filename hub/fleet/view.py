@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
-from fuyao.inventory import NodeInfo
 from fuyao.spec import CapacityRow, ClusterState, TaskRequests
 from fuyao.taints import Taint
 from hub.fleet.capacity import capacity_rows
@@ -174,10 +173,14 @@ class FleetView:
         self._get(cluster)._put_states(states)
 
     def apply_delta(
-        self, cluster: str, upserted: Iterable[NodeInfo], removed: Iterable[str],
+        self, cluster: str, upserted: Iterable[NodeReport], removed: Iterable[str],
     ) -> None:
-        """Changed nodes since the last report, and nodes that left."""
+        """Changed nodes since the last report, and nodes that left. Like ``replace_nodes``,
+        the nodes may be ``NodeInfo``s or the wire's ``pb.Node``s as received, and a delta
+        with a report the wire's rules refuse changes nothing."""
         c = self._get(cluster)
+        upserted = list(upserted)
+        refuse_bad_reports(upserted)
         for node in upserted:
             c._put(node)
         for name in removed:

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fuyao.inventory import DeviceInfo
+from fuyao.inventory import DeviceInfo, node_to_proto
 from fuyao.wire.v1 import agent_pb2 as pb
 from tests.agent.test_connection import make_agent
 from tests.hub.agentkit import RawAgent, gpu_node
@@ -62,6 +62,29 @@ async def test_a_node_with_both_forms_ends_the_stream_with_the_reason(
     assert code != grpc.StatusCode.OK
     assert "devices and device_columns are both set" in (await agent.call.details() or "")
     assert set(infos(harness, "east")) == {"n0"}   # the refused inventory changed nothing
+    await agent.close()
+
+
+async def test_a_delta_with_a_bad_node_ends_the_stream_and_changes_nothing(
+        harness: HubHarness) -> None:
+    """Deltas are filed from the wire as inventories are: a node breaking the columns'
+    rules is refused before any node of its delta is filed."""
+    agent = RawAgent(harness.agent_address, "east")
+    await agent.register(await join(harness, "east"))
+    node = gpu_node("n0", "Tesla-T4", 2)
+    await agent.connect([node])
+    await until(harness, lambda: inventoried(harness, "east", 1))
+    taken = replace(node, devices=(replace(node.devices[0], free_milli=0), node.devices[1]))
+    good = node_to_proto(taken, True)
+    bad = pb.Node(name="n9", device_columns=pb.DeviceColumns(
+        model="T4", free_milli=[1000], free_memory_mib=[]))
+    agent.send(pb.AgentMessage(delta=pb.InventoryDelta(seq=agent.seq + 1,
+                                                       upserted=[good, bad])))
+    code = await asyncio.wait_for(agent.status(), 10)
+    assert agent.call is not None
+    assert code != grpc.StatusCode.OK
+    assert "lists 1 free shares and 0 free memories" in (await agent.call.details() or "")
+    assert infos(harness, "east") == {"n0": node}   # n0's change was not filed either
     await agent.close()
 
 

@@ -127,25 +127,35 @@ def test_a_first_inventory_in_one_pass_is_node_by_node(drawn: list[dict[str, Any
 @settings(max_examples=200, deadline=None)
 @given(drawn=st.lists(report, max_size=14),
        held=st.lists(st.integers(0, 15), max_size=3, unique=True),
-       resync=st.lists(report, max_size=14), columns=st.tuples(st.booleans(), st.booleans()))
+       resync=st.lists(report, max_size=14), delta=st.lists(report, max_size=6),
+       gone=st.lists(st.integers(0, 15), max_size=3),
+       columns=st.tuples(st.booleans(), st.booleans(), st.booleans()))
 def test_the_wire_messages_file_as_their_node_infos(drawn: list[dict[str, Any]],
                                                      held: list[int],
                                                      resync: list[dict[str, Any]],
-                                                     columns: tuple[bool, bool]) -> None:
-    """The agent channel files an inventory's ``pb.Node``s as received: the same view as
-    the ``NodeInfo``s they decode to (what it filed before; label order as the wire map
-    gives it), first inventory (one pass) and resync (node by node) alike, devices sent as
-    messages or in columns (``DeviceColumns``; a resync may switch), and nothing of a
-    message kept (a state holds only its own types)."""
+                                                     delta: list[dict[str, Any]],
+                                                     gone: list[int],
+                                                     columns: tuple[bool, bool, bool]) -> None:
+    """The agent channel files an inventory's and a delta's ``pb.Node``s as received: the
+    same view as the ``NodeInfo``s they decode to (what it filed before; label order as the
+    wire map gives it), first inventory (one pass), resync and delta (node by node) alike,
+    devices sent as messages or in columns (``DeviceColumns``; a resync or a delta may
+    switch), and nothing of a message kept (a state holds only its own types)."""
     first = [node_to_proto(node_info(d), columns[0]) for d in drawn]
     again = [node_to_proto(node_info(d), columns[1])
              for d in drawn[: len(drawn) // 2] + resync]
+    changed = [node_to_proto(node_info(d), columns[2]) for d in delta]
+    removed = [f"n{i}" for i in gone]
     wire, by_wire = fleet_with_holds(held)
     plain, by_info = fleet_with_holds(held)
     for inventory in (first, again):
         wire.replace_nodes("c1", inventory)
         plain.replace_nodes("c1", [node_from_proto(n) for n in inventory])
         assert view_of(by_wire) == view_of(by_info)
+    wire.apply_delta("c1", changed, removed)
+    plain.apply_delta("c1", [node_from_proto(n) for n in changed], removed)
+    assert view_of(by_wire) == view_of(by_info)
+    assert wire.capacity() == plain.capacity()
     for node in by_wire.nodes():
         assert type(node.labels) is NodeLabels and type(node.alloc) is ResourceAmounts
         assert type(node.free) is ResourceAmounts and type(node.name) is str
