@@ -90,7 +90,7 @@ class EventHub:
 
     def _publish(self, events: list[EventRecord], names: dict[str, str]) -> None:
         self.bus.publish_many(("task", self._name(e.task_id, names), e.kind, e.message,
-                               e.at.isoformat(), e.cluster, e.generation, e.task_id)
+                               e.at, e.cluster, e.generation, e.task_id)
                               for e in events)
 
     def _name(self, task_id: str, names: dict[str, str]) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -79,3 +81,50 @@ async def test_every_event_after_the_cursor_and_only_those(count: int, since: in
     kept = range(max(1, count - capacity + 1), count + 1)
     assert [int(e.id) for e in page.events] == [i for i in kept if i > since]
     assert page.truncated == (since + 1 < kept.start and since < count)
+
+
+_STEP = st.one_of(
+    st.tuples(st.just("one"), st.integers(0, 9)),
+    st.tuples(st.just("batch"), st.lists(st.tuples(st.integers(0, 9), st.booleans()),
+                                         max_size=6)),
+)
+
+
+@given(steps=st.lists(_STEP, max_size=12), capacity=st.integers(1, 12),
+       subscribed=st.booleans(), since=st.integers(0, 40), limit=st.integers(1, 15))
+async def test_rows_kept_unread_read_as_the_events_they_stand_for(
+        steps: list[tuple[str, object]], capacity: int, subscribed: bool, since: int,
+        limit: int) -> None:
+    """``publish_many`` keeps its rows (times as ``datetime``s) until read: any mix of
+    single events and batches reads back, for any cursor and limit, as the events built
+    at once would (a model of the ring), with or without a subscriber hearing them."""
+    bus = EventBus(capacity=capacity)
+    heard: list[Event] = []
+    if subscribed:
+        bus.subscribe(heard.append)
+    model: list[Event] = []
+    for what, arg in steps:
+        if what == "one":
+            event = ev(f"c{arg}")
+            bus.publish(event)
+            model.append(replace(event, id=str(len(model) + 1)))
+            continue
+        rows = []
+        for i, as_text in arg:  # type: ignore[attr-defined]
+            at = datetime(2026, 12, 4, 22, i, 30, 1234 * i, tzinfo=UTC)
+            rows.append(("task", f"t{i}", "Running", f"on c{i}", at.isoformat() if as_text
+                         else at, f"c{i}" if i % 2 else None, i, f"id-{i}"))
+        bus.publish_many(iter(rows))
+        for row in rows:
+            at = row[4]
+            model.append(Event(*row[:4], at if isinstance(at, str) else at.isoformat(),
+                               *row[5:], id=str(len(model) + 1)))
+    kept = model[-capacity:]
+    page = await bus.read(str(since), timeout=0, limit=limit)
+    want = [e for e in kept if int(e.id) > since][:limit]
+    assert page.events == want
+    assert page.next == (want[-1].id if want else str(since))
+    assert page.truncated == bool(kept and since + 1 < int(kept[0].id) and since < len(model))
+    assert bus.last_id == str(len(model))
+    if subscribed:
+        assert heard == model
