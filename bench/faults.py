@@ -91,7 +91,7 @@ NOTES = ("failover_s", "over_grace_s", "running_s", "running_over_grace_s", "gra
          "eviction_rate", "nodes_per_cluster", "took_over_s", "epoch", "writes_refused",
          "writes_back_s", "placed_during", "caught_up_s", "watcher_resumed_s", "down_s",
          "drops", "frozen_s", "cut_off_s", "not_ready_samples", "running_at_kill", "adopted",
-         "seconds", "timeline", "error")
+         "seconds", "timeline", "stages_mean_ms", "error")
 
 
 def failed_checks(row: dict[str, Any]) -> list[str]:
