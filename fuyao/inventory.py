@@ -80,6 +80,9 @@ def _device_from_proto(d: pb.Device) -> DeviceInfo:
     return device
 
 
+MAX_DEVICES_PER_NODE = 1024
+"""A node reporting more devices is a typo or a broken agent, not hardware: refused."""
+
 Columns = tuple[str, int, tuple[int, ...], tuple[int, ...]]
 """A node's devices as ``DeviceColumns`` carry them: model, memory MiB, and per device (ids
 ``<node>/gpu0``, ``<node>/gpu1``, ... in order) its free share and free memory MiB."""
@@ -150,8 +153,12 @@ def _columns(name: str, devices: tuple[DeviceInfo, ...]) -> pb.DeviceColumns | N
 
 def device_columns(msg: pb.Node) -> Columns | None:
     """The node's devices as its ``DeviceColumns`` give them, or None when it sent none that
-    way; a node that sent both forms, or lists of two lengths, is refused (``InvalidInput``)."""
+    way; a node that sent both forms, lists of two lengths, or more than
+    ``MAX_DEVICES_PER_NODE`` devices in either form is refused (``InvalidInput``)."""
     if not msg.HasField("device_columns"):
+        if len(msg.devices) > MAX_DEVICES_PER_NODE:
+            raise InvalidInput(f"node {msg.name!r}: {len(msg.devices)} devices, more than "
+                               f"{MAX_DEVICES_PER_NODE}")
         return None
     columns = msg.device_columns
     # ``[:]`` first: a repeated field gives a list at C speed, iterating it does not (4x)
@@ -160,6 +167,9 @@ def device_columns(msg: pb.Node) -> Columns | None:
     if len(frees) != len(memory):
         raise InvalidInput(f"node {msg.name!r}: device_columns lists {len(frees)} free shares "
                            f"and {len(memory)} free memories; one of each per device")
+    if len(frees) > MAX_DEVICES_PER_NODE:
+        raise InvalidInput(f"node {msg.name!r}: {len(frees)} devices, more than "
+                           f"{MAX_DEVICES_PER_NODE}")
     if not frees:
         return None
     if msg.devices:

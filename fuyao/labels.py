@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from fuyao.catalog import DEFAULT_CATALOG, UNKNOWN_VENDOR, Catalog
 from fuyao.errors import InvalidInput
-from fuyao.inventory import DeviceInfo
+from fuyao.inventory import MAX_DEVICES_PER_NODE, DeviceInfo
 from fuyao.quantity import format_mib, parse_count, parse_memory_mib_label
 
 GPU_MODEL = "fuyao.io/gpu-model"
@@ -67,8 +67,8 @@ K8S_REGION = "topology.kubernetes.io/region"
 K8S_REGION_BETA = "failure-domain.beta.kubernetes.io/region"
 K8S_ARCH_BETA = "beta.kubernetes.io/arch"
 DEFAULT_ARCH = "amd64"
-# Sanity bounds on node data: beyond them a value is a typo, not hardware.
-MAX_DEVICES_PER_NODE = 1024
+# Sanity bounds on node data: beyond them a value is a typo, not hardware
+# (MAX_DEVICES_PER_NODE, from fuyao.inventory: the hub refuses a wire node beyond it too).
 MAX_DEVICE_MEMORY_MIB = 16 * 1024 * 1024  # 16 TiB
 _BIG_EXPONENT = re.compile(r"[eE][+-]?\d{3,}")
 

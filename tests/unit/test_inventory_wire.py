@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from fuyao.errors import InvalidInput
 from fuyao.inventory import (
+    MAX_DEVICES_PER_NODE,
     DeviceInfo,
     NodeInfo,
     ResourceAmounts,
@@ -100,3 +101,19 @@ def test_columns_of_two_lengths_are_refused() -> None:
 def test_empty_columns_are_a_node_without_devices() -> None:
     node = pb.Node(name="n1", device_columns=pb.DeviceColumns(model="T4"))
     assert node_from_proto(node).devices == ()
+
+
+@pytest.mark.parametrize("columns", [True, False])
+def test_a_node_with_more_devices_than_any_node_has_is_refused(columns: bool) -> None:
+    """Either form is bounded (``MAX_DEVICES_PER_NODE``): the hub refuses the node, as it
+    refuses a node breaking the columns' rules; the bound itself still goes through."""
+    def node(count: int) -> pb.Node:
+        return node_to_proto(NodeInfo(
+            "n0", {}, ResourceAmounts(1, 1, 1), ResourceAmounts(1, 1, 1),
+            tuple(DeviceInfo(f"n0/gpu{i}", "T4", 16384, 1000, 16384) for i in range(count))),
+            columns)
+    fits = node(MAX_DEVICES_PER_NODE)
+    assert fits.HasField("device_columns") == columns
+    assert len(node_from_proto(fits).devices) == MAX_DEVICES_PER_NODE
+    with pytest.raises(InvalidInput, match=f"{MAX_DEVICES_PER_NODE + 1} devices, more than"):
+        device_columns(node(MAX_DEVICES_PER_NODE + 1))
