@@ -144,6 +144,11 @@ def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_wen
     assert {"engine", "queueing", "staging"} <= set(profile["parts"])
     assert 0.99 <= sum(profile["parts"].values()) <= 1.01
     assert profile["pieces"]["schedule"] > 0 and profile["pieces"]["stage"] > 0
+    # the re-queue of the lost cluster's tasks before the cycle, timed and profiled
+    assert run["requeue_wall_s"] > 0 and run["requeue_cpu_s"] >= run["requeue_loop_cpu_s"] > 0
+    requeue = result["requeue_profile"]
+    assert requeue["profiled_s"] > 0
+    assert any("requeue_many" in row["func"] for row in requeue["top_self"])
 
 
 def test_cycle_bench_keeps_cpythons_collector_when_asked() -> None:

@@ -39,6 +39,14 @@ def test_fault_loses_nothing_and_runs_nothing_twice(fault: str, tmp_path: Path) 
             + result["queued_with_reason"]) == result["tasks"], result
     failed = [name for name, ok in result.get("checks", {}).items() if not ok]
     assert not failed, result
+    if fault.startswith("2 "):   # where the failover's time went
+        timeline = result["timeline"]
+        assert {"requeued", "placed", "running"} <= set(timeline), result
+        for first, median, last in timeline.values():
+            assert first <= median <= last, result
+        assert timeline["requeued"][0] <= timeline["placed"][0] <= timeline["running"][0]
+        assert {"decide", "commit", "send", "member", "report"} <= set(
+            result["stages_mean_ms"]), result
 
 
 def test_every_fault_of_the_issue_is_in_the_table() -> None:
