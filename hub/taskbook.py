@@ -90,6 +90,7 @@ class TaskBook:
         self.fleet = fleet
         self.active = ActiveTasks()     # by id; filed by state, cluster, Unschedulable
         self._by_name: dict[str, str] = {}
+        self._saving = 0    # tasks whose re-queue is being written (``saving`` set)
         self.on_end: list[Callable[[ActiveTask], None]] = []   # called once a task ended
 
     # -- start ------------------------------------------------------------------------------
@@ -169,9 +170,8 @@ class TaskBook:
 
     def queued(self) -> list[ActiveTask]:
         """Queued tasks in placement order: higher priority first, then submission order."""
-        waiting = [t for t in self.active.queued() if not t.saving]
-        waiting.sort(key=lambda t: (-t.priority, t.seq))
-        return waiting
+        ranked = self.active.ranked()
+        return [t for t in ranked if not t.saving] if self._saving else ranked
 
     async def commit(
         self,
@@ -365,6 +365,7 @@ class TaskBook:
             events.append(EventRecord(task.id, now, kind, reason, None, task.generation))
         if not moved:
             return []
+        self._saving += len(moved)
         try:
             await self.writer.apply(updates, events)
         except Exception:
@@ -373,6 +374,7 @@ class TaskBook:
                     restore(task, snap)
             raise
         finally:
+            self._saving -= len(moved)
             for task, _ in moved:
                 task.saving = False
         for task, _ in moved:

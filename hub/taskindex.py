@@ -12,6 +12,13 @@ is kept the same way, so a scrape costs the changes since the last answer, not a
 ``feed`` hands out a set that collects the id of every task put in, taken out or changed
 from then on: the queue ledger (``hub.queueing.ledger``) re-charges only those instead of
 comparing every active task each cycle.
+
+``ranked`` lists the Queued tasks in placement order (higher priority first, then submission
+order) from a ranking kept as tasks come and go: each placement cycle and each submit's queue
+positions asked for it, and sorting a backlog of tens of thousands of queued tasks every time
+made a submit's cost grow with the backlog (docs/benchmarks.md, "A backlog"). A task's
+priority and ``seq`` never change while it is in the map (a task replaced under its id is
+ranked anew).
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from fuyao.spec import TaskState
 from hub.activetask import ActiveTask
 
 _Filed = tuple[TaskState, str | None, bool]   # (state, cluster, reported Unschedulable)
+# (-priority, seq, when put in, id, the task): placement order (the first three are unique,
+# so a comparison never reaches the task)
+_Rank = tuple[int, int, int, str, ActiveTask]
 _UNFILED: tuple[None, None, bool] = (None, None, False)   # a task not in the map
 
 
@@ -42,6 +52,14 @@ class ActiveTasks(dict[str, ActiveTask]):
         self._clusters: dict[str, set[str]] = {}
         self._unschedulable: set[str] = set()
         self._dirty: set[str] = set()         # changed since last filed
+        # The Queued tasks' ranks: ``_ranked`` sorted as of the last ``ranked``, ``_unranked``
+        # queued since; an entry is current while ``_rank_of`` holds that very entry for its
+        # id (a task no longer Queued, or ranked anew, leaves a stale one, dropped later).
+        self._ranked: list[_Rank] = []
+        self._unranked: list[_Rank] = []
+        self._rank_of: dict[str, _Rank] = {}
+        self._stale = 0
+        self._ranked_tasks: list[ActiveTask] = []     # ``_ranked``'s tasks
         self._feeds: list[set[str]] = [self._dirty]
         for key, task in (tasks or {}).items():
             self[key] = task
@@ -53,6 +71,7 @@ class ActiveTasks(dict[str, ActiveTask]):
         if old is not task:
             if old is not None:
                 old.watch(None)
+                self._unrank(key)     # ranked anew (by the new task's priority and seq)
             if key not in self:
                 self._order[key] = next(self._count)
             super().__setitem__(key, task)
@@ -61,6 +80,7 @@ class ActiveTasks(dict[str, ActiveTask]):
 
     def __delitem__(self, key: str) -> None:
         self[key].watch(None)
+        self._unrank(key)
         super().__delitem__(key)
         del self._order[key]
         self._touch(key)
@@ -100,6 +120,27 @@ class ActiveTasks(dict[str, ActiveTask]):
         """The Queued tasks."""
         return self._listed(self._filed_now()._queued)
 
+    def ranked(self) -> list[ActiveTask]:
+        """The Queued tasks in placement order: higher priority first, then lower ``seq``,
+        then put in earlier (what sorting ``queued()`` by ``(-priority, seq)`` gives)."""
+        self._filed_now()
+        if self._stale or self._unranked:
+            rank_of = self._rank_of
+            fresh = sorted(r for r in self._unranked if rank_of.get(r[3]) is r)
+            if not self._stale and (not fresh or not self._ranked
+                                    or self._ranked[-1] < fresh[0]):
+                # A submit's usual case: every new task ranks after the rest.
+                self._ranked += fresh
+                self._ranked_tasks += [r[4] for r in fresh]
+            else:
+                kept = ([r for r in self._ranked if rank_of.get(r[3]) is r] if self._stale
+                        else list(self._ranked))
+                kept += fresh
+                kept.sort()       # two sorted runs: one merge
+                self._ranked, self._ranked_tasks = kept, [r[4] for r in kept]
+            self._unranked, self._stale = [], 0
+        return list(self._ranked_tasks)
+
     def on_cluster(self, cluster: str) -> list[ActiveTask]:
         """The tasks whose cluster is ``cluster``."""
         return self._listed(self._filed_now()._clusters.get(cluster, ()))
@@ -127,6 +168,11 @@ class ActiveTasks(dict[str, ActiveTask]):
         for feed in self._feeds:
             feed.add(key)
 
+    def _unrank(self, key: str) -> None:
+        """Forget ``key``'s rank (its entry goes stale)."""
+        if self._rank_of.pop(key, None) is not None:
+            self._stale += 1
+
     def _listed(self, keys: Iterable[str]) -> list[ActiveTask]:
         return [self[k] for k in sorted(keys, key=self._order.__getitem__)]
 
@@ -141,6 +187,11 @@ class ActiveTasks(dict[str, ActiveTask]):
             was = filed.get(key)
             if now != was:
                 self._refile(key, was, now)
+            if task is not None and now is not None and now[0] == TaskState.QUEUED \
+                    and key not in self._rank_of:
+                rank = (-task.priority, task.seq, self._order[key], key, task)
+                self._rank_of[key] = rank
+                self._unranked.append(rank)
         self._dirty.clear()
         return self
 
@@ -163,6 +214,7 @@ class ActiveTasks(dict[str, ActiveTask]):
                     del counts[state]
                 if state == TaskState.QUEUED:
                     self._queued.discard(key)
+                    self._unrank(key)
             if new_state is not None:
                 counts[new_state] += 1
                 if new_state == TaskState.QUEUED:

@@ -8,7 +8,6 @@ and ``task_hold`` for its public ``view``/``views``/``hold_for``; nothing here w
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from fuyao.queues import QueueView, format_resource
@@ -55,10 +54,10 @@ def queue_view(owner: Queueing, rec: QueueRecord, usage: Usage) -> QueueView:
 def positions_now(owner: Queueing) -> dict[str, int]:
     """Each queued task's place in its queue now (the cycle's order inside a queue)."""
     out: dict[str, int] = {}
-    seen: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     for task in owner.tasks.queued():
-        seen[task.queue] += 1
-        out[task.id] = seen[task.queue]
+        queue = task.queue
+        out[task.id] = seen[queue] = seen.get(queue, 0) + 1
     return out
 
 

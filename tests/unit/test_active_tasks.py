@@ -5,6 +5,8 @@
 ledger reads its change feed; every ``/metrics`` scrape asks how many tasks are in each
 state (``fuyao_tasks``). A wrong answer would skip a task or place it twice, or count it
 wrong, so the rule is held over random puts, removals and field changes, in any order.
+Its placement order of the Queued tasks (``ranked``, kept up as tasks come and go) is held
+to sorting them by priority, then ``seq``, the way the placement cycle used to.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ CLUSTERS = [None, "c0", "c1"]
 STATES = [TaskState.QUEUED, TaskState.PLACED, TaskState.RUNNING, TaskState.SUCCEEDED]
 
 
-def _task(key: str) -> ActiveTask:
+def _task(key: str, priority: int = 0, seq: int = 0) -> ActiveTask:
     return ActiveTask(id=key, name=key, spec=TaskSpec(name=key), state=TaskState.QUEUED,
-                      queue="default", priority=0, seq=0, created_at=NOW, updated_at=NOW)
+                      queue="default", priority=priority, seq=seq, created_at=NOW,
+                      updated_at=NOW)
 
 
+rank = st.tuples(st.integers(-1, 1), st.integers(0, 3))    # (priority, seq): ties too
 step = st.one_of(
-    st.tuples(st.just("put"), st.integers(0, 9)),
-    st.tuples(st.just("replace"), st.integers(0, 9)),
+    st.tuples(st.just("put"), st.integers(0, 9), rank),
+    st.tuples(st.just("replace"), st.integers(0, 9), rank),
     st.tuples(st.just("delete"), st.integers(0, 9)),
     st.tuples(st.just("state"), st.integers(0, 9), st.sampled_from(STATES)),
     st.tuples(st.just("cluster"), st.integers(0, 9), st.sampled_from(CLUSTERS)),
@@ -42,7 +46,8 @@ step = st.one_of(
 
 def _apply(tasks: ActiveTasks, kind: str, key: str, value: object) -> None:
     if (kind == "put" and key not in tasks) or kind == "replace":
-        tasks[key] = _task(key)
+        priority, seq = value  # type: ignore[misc]
+        tasks[key] = _task(key, priority, seq)
     elif kind == "delete" and key in tasks:
         old = tasks.pop(key)
         old.state = TaskState.RUNNING    # a task taken out no longer counts, whatever it does
@@ -58,6 +63,9 @@ def _filing(task: ActiveTask) -> tuple[object, ...]:
 def _check(tasks: ActiveTasks) -> None:
     scan = list(tasks.values())
     assert tasks.queued() == [t for t in scan if t.state == TaskState.QUEUED]
+    # Placement order: a stable sort of the scan's Queued tasks (ties keep the map's order).
+    ranked = sorted(tasks.queued(), key=lambda t: (-t.priority, t.seq))
+    assert [id(t) for t in tasks.ranked()] == [id(t) for t in ranked]    # the very tasks
     for cluster in ("c0", "c1"):
         assert tasks.on_cluster(cluster) == [t for t in scan if t.cluster == cluster]
     assert tasks.unschedulable() == [t for t in scan if t.unschedulable_since is not None]
