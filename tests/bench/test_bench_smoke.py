@@ -164,6 +164,20 @@ def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("cycle_bench.py", flag)
 
 
+def test_backlog_bench_submits_over_a_backlog_and_places_nothing_that_cannot_run() -> None:
+    result = run_bench("backlog_bench.py")
+    assert [r["backlog"] for r in result["runs"]] == [0, 500]
+    for run in result["runs"]:    # the bench itself asserts every task is still queued
+        assert run["submit_ms"] > 0 and run["submit_us_per_task"] > 0 and run["cycle_ms"] > 0
+        assert run["queued_ms"] >= 0 and run["positions_ms"] >= 0
+
+
+@pytest.mark.parametrize("flag", [("--backlog", "-1"), ("--batch", "0"), ("--rounds", "0"),
+                                  ("--backlog", "1000000")])
+def test_backlog_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("backlog_bench.py", flag)
+
+
 def test_gate_bench_relays_bytes_and_round_trips_and_reports_their_cost() -> None:
     result = run_bench("gate_bench.py", "--phase-timeout", "120")
     gate = result["gate"]
