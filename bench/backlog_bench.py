@@ -115,11 +115,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> int:
-    """Run and print (markdown, or JSON with ``--json``)."""
+def main(argv: list[str] | None = None) -> int:
+    """Run, then print the table (or the JSON object with ``--json``)."""
     args = parse(argv)
     result = run(args)
-    emit(json.dumps(result, indent=2) if args.json else markdown(result))
+    print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0
 
 
