@@ -145,6 +145,11 @@ class ActiveTasks(dict[str, ActiveTask]):
         """The tasks whose cluster is ``cluster``."""
         return self._listed(self._filed_now()._clusters.get(cluster, ()))
 
+    def on_clusters(self) -> list[ActiveTask]:
+        """The tasks with a cluster, whichever (grouped by cluster, not in the map's order)."""
+        self._filed_now()
+        return [self[k] for keys in self._clusters.values() for k in keys]
+
     def unschedulable(self) -> list[ActiveTask]:
         """The tasks with ``unschedulable_since`` set."""
         return self._listed(self._filed_now()._unschedulable)

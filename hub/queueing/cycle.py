@@ -81,14 +81,6 @@ class Cycle:
         for lane in self.lanes.values():
             lane.key = self._share(lane.state)
 
-    def waiting_positions(self) -> dict[str, int]:
-        """Each still-queued task's place in its queue after this cycle (1 = next)."""
-        out: dict[str, int] = {}
-        for lane in self.lanes.values():
-            waiting = [t for t in lane.tasks if t.id not in self.admitted]
-            out.update((t.id, i + 1) for i, t in enumerate(waiting))
-        return out
-
     def _share(self, queue: QueueState) -> float:
         return dominant_share(self.usage.of(queue.name), self.totals) / queue.weight
 

@@ -97,8 +97,8 @@ class Preemption:
     def lowest_rank(self, cycle: Cycle) -> Rank | None:
         """The lowest rank of a task that may be evicted now (admitted, on a cluster,
         preemptible), None if there is none: ``candidates`` finds none below it."""
-        ranks = [cycle.rank(t) for t in self.owner.tasks.active.values()
-                 if t.state in ADMITTED and t.cluster is not None and t.spec.preemptible]
+        ranks = [cycle.rank(t) for t in self.owner.tasks.active.on_clusters()
+                 if t.state in ADMITTED and t.spec.preemptible]
         return min(ranks) if ranks else None
 
     def candidates(self, task: ActiveTask, cycle: Cycle,

@@ -51,7 +51,9 @@ class Queueing:
         self.reserved: dict[str, Hold] = {}          # cluster -> who holds it
         self.blocked: dict[str, int] = {}            # queue heads: cycles fit nowhere
         self.models: dict[str, str | None] = {}      # admitted task -> device model
-        self.positions: dict[str, int] = {}
+        # Task -> place in its queue, worked out when read (``views.task_hold``) since the
+        # last cycle; None: not yet.
+        self.positions: dict[str, int] | None = None
         self.holds: dict[str, str] = {}
         self.usage = Usage()                         # this cycle's (charged as it places)
         self.ledger = Ledger()                       # the admitted tasks' (between cycles)
@@ -158,7 +160,7 @@ class Queueing:
         self.preemption.prune(waiting)
         for key in [k for k in self._ever if k[0] not in waiting]:
             del self._ever[key]
-        active = set(self.tasks.active)
+        active = self.tasks.active
         for task_id in [t for t in self.models if t not in active]:
             del self.models[task_id]
         lanes: dict[str, _Lane] = {}
@@ -173,8 +175,11 @@ class Queueing:
                      [c.name for c in self.fleet.ordered])
 
     def finish(self, cycle: Cycle) -> None:
-        """Keep what the cycle learnt: positions, quota holds, blocked heads."""
-        self.positions = cycle.waiting_positions()
+        """Keep what the cycle learnt: quota holds, blocked heads; the queue positions are
+        worked out again when next read. (Working them out at the end of every cycle, read
+        or not, cost more than the cycle's decisions with tens of thousands of tasks queued:
+        docs/benchmarks.md, "A backlog".)"""
+        self.positions = None
         self.holds, self.blocked = cycle.holds, cycle.heads
 
     def hold_cluster(self, cluster: str, task: ActiveTask, rank: Rank, kind: str) -> None:

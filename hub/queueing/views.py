@@ -73,11 +73,12 @@ def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
         return None
     rec = owner.book.records.get(task.queue)
     plan = owner.preemption.preempting.get(task.id)
-    if task.id not in owner.positions:      # submitted since the last cycle
-        owner.positions = positions_now(owner)
+    positions = owner.positions
+    if positions is None or task.id not in positions:   # a cycle ran, or a task came, since
+        positions = owner.positions = positions_now(owner)
     return {
         "queue": task.queue,
-        "position": owner.positions.get(task.id),
+        "position": positions.get(task.id),
         "held_by": owner.holds.get(task.id),
         "quotas": dict(rec.quotas) if rec else {},
         "borrow": dict(rec.borrow) if rec else {},

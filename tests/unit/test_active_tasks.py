@@ -69,6 +69,9 @@ def _check(tasks: ActiveTasks) -> None:
     for cluster in ("c0", "c1"):
         assert tasks.on_cluster(cluster) == [t for t in scan if t.cluster == cluster]
     assert tasks.unschedulable() == [t for t in scan if t.unschedulable_since is not None]
+    on_any = sorted(tasks.on_clusters(), key=lambda t: t.id)
+    assert [id(t) for t in on_any] == [id(t) for t in sorted(scan, key=lambda t: t.id)
+                                       if t.cluster is not None]
     # The counts by state equal a full recount: no state at 0, in ``TaskState``'s order.
     recount = Counter(t.state for t in scan)
     assert list(tasks.states().items()) == [(s, recount[s]) for s in TaskState if recount[s]]
