@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -172,6 +172,16 @@ class TaskBook:
         """Queued tasks in placement order: higher priority first, then submission order."""
         ranked = self.active.ranked()
         return [t for t in ranked if not t.saving] if self._saving else ranked
+
+    def positions(self) -> Mapping[str, int]:
+        """Each of ``queued()``'s tasks' place in its queue (1 = next)."""
+        if not self._saving:
+            return self.active.positions()
+        out: dict[str, int] = {}
+        seen: dict[str, int] = {}
+        for task in self.queued():
+            out[task.id] = seen[task.queue] = seen.get(task.queue, 0) + 1
+        return out
 
     async def commit(
         self,

@@ -16,9 +16,10 @@ comparing every active task each cycle.
 ``ranked`` lists the Queued tasks in placement order (higher priority first, then submission
 order) from a ranking kept as tasks come and go: each placement cycle and each submit's queue
 positions asked for it, and sorting a backlog of tens of thousands of queued tasks every time
-made a submit's cost grow with the backlog (docs/benchmarks.md, "A backlog"). A task's
-priority and ``seq`` never change while it is in the map (a task replaced under its id is
-ranked anew).
+made a submit's cost grow with the backlog (docs/benchmarks.md, "A backlog"). ``positions``
+numbers them within their queues the same way, extending the numbering when tasks rank
+after the rest. A task's priority and ``seq`` never change while it is in the map (a task
+replaced under its id, or moved to another queue, is ranked anew).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from fuyao.spec import TaskState
 from hub.activetask import ActiveTask
 
 _Filed = tuple[TaskState, str | None, bool]   # (state, cluster, reported Unschedulable)
-# (-priority, seq, when put in, id, the task): placement order (the first three are unique,
-# so a comparison never reaches the task)
-_Rank = tuple[int, int, int, str, ActiveTask]
+# (-priority, seq, when put in, id, the task, its queue): placement order (the first three
+# are unique, so a comparison never reaches the task)
+_Rank = tuple[int, int, int, str, ActiveTask, str]
 _UNFILED: tuple[None, None, bool] = (None, None, False)   # a task not in the map
 
 
@@ -60,6 +61,10 @@ class ActiveTasks(dict[str, ActiveTask]):
         self._rank_of: dict[str, _Rank] = {}
         self._stale = 0
         self._ranked_tasks: list[ActiveTask] = []     # ``_ranked``'s tasks
+        # ``_ranked``'s places in their queues (1 = next) and how many each queue has; None
+        # until asked again after a change other than tasks ranked after the rest.
+        self._numbered: dict[str, int] | None = None
+        self._per_queue: dict[str, int] = {}
         self._feeds: list[set[str]] = [self._dirty]
         for key, task in (tasks or {}).items():
             self[key] = task
@@ -123,23 +128,47 @@ class ActiveTasks(dict[str, ActiveTask]):
     def ranked(self) -> list[ActiveTask]:
         """The Queued tasks in placement order: higher priority first, then lower ``seq``,
         then put in earlier (what sorting ``queued()`` by ``(-priority, seq)`` gives)."""
-        self._filed_now()
-        if self._stale or self._unranked:
-            rank_of = self._rank_of
-            fresh = sorted(r for r in self._unranked if rank_of.get(r[3]) is r)
-            if not self._stale and (not fresh or not self._ranked
-                                    or self._ranked[-1] < fresh[0]):
-                # A submit's usual case: every new task ranks after the rest.
-                self._ranked += fresh
-                self._ranked_tasks += [r[4] for r in fresh]
-            else:
-                kept = ([r for r in self._ranked if rank_of.get(r[3]) is r] if self._stale
-                        else list(self._ranked))
-                kept += fresh
-                kept.sort()       # two sorted runs: one merge
-                self._ranked, self._ranked_tasks = kept, [r[4] for r in kept]
-            self._unranked, self._stale = [], 0
+        self._rank_now()
         return list(self._ranked_tasks)
+
+    def positions(self) -> Mapping[str, int]:
+        """Each Queued task's place in its queue in ``ranked`` order (1 = next). Read it
+        before the next change: the map may be updated in place."""
+        self._rank_now()
+        if self._numbered is None:
+            self._numbered, self._per_queue = {}, {}
+            self._number(self._ranked)
+        return self._numbered
+
+    def _rank_now(self) -> None:
+        """Bring ``_ranked`` (and the numbering, if kept) up to date."""
+        self._filed_now()
+        if not (self._stale or self._unranked):
+            return
+        rank_of = self._rank_of
+        fresh = sorted(r for r in self._unranked if rank_of.get(r[3]) is r)
+        if not self._stale and (not fresh or not self._ranked or self._ranked[-1] < fresh[0]):
+            # A submit's usual case: every new task ranks after the rest.
+            self._ranked += fresh
+            self._ranked_tasks += [r[4] for r in fresh]
+            if self._numbered is not None:
+                self._number(fresh)
+        else:
+            kept = ([r for r in self._ranked if rank_of.get(r[3]) is r] if self._stale
+                    else list(self._ranked))
+            kept += fresh
+            kept.sort()       # two sorted runs: one merge
+            self._ranked, self._ranked_tasks = kept, [r[4] for r in kept]
+            self._numbered = None
+        self._unranked, self._stale = [], 0
+
+    def _number(self, ranks: list[_Rank]) -> None:
+        """Number ``ranks`` (in order, after those numbered already) within their queues."""
+        numbered, per_queue = self._numbered, self._per_queue
+        assert numbered is not None
+        for rank in ranks:
+            queue = rank[5]
+            numbered[rank[3]] = per_queue[queue] = per_queue.get(queue, 0) + 1
 
     def on_cluster(self, cluster: str) -> list[ActiveTask]:
         """The tasks whose cluster is ``cluster``."""
@@ -192,11 +221,15 @@ class ActiveTasks(dict[str, ActiveTask]):
             was = filed.get(key)
             if now != was:
                 self._refile(key, was, now)
-            if task is not None and now is not None and now[0] == TaskState.QUEUED \
-                    and key not in self._rank_of:
-                rank = (-task.priority, task.seq, self._order[key], key, task)
-                self._rank_of[key] = rank
-                self._unranked.append(rank)
+            if task is not None and now is not None and now[0] == TaskState.QUEUED:
+                rank = self._rank_of.get(key)
+                if rank is not None and rank[5] != task.queue:
+                    self._unrank(key)         # moved to another queue: numbered anew
+                    rank = None
+                if rank is None:
+                    rank = (-task.priority, task.seq, self._order[key], key, task, task.queue)
+                    self._rank_of[key] = rank
+                    self._unranked.append(rank)
         self._dirty.clear()
         return self
 

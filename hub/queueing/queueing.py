@@ -51,9 +51,6 @@ class Queueing:
         self.reserved: dict[str, Hold] = {}          # cluster -> who holds it
         self.blocked: dict[str, int] = {}            # queue heads: cycles fit nowhere
         self.models: dict[str, str | None] = {}      # admitted task -> device model
-        # Task -> place in its queue, worked out when read (``views.task_hold``) since the
-        # last cycle; None: not yet.
-        self.positions: dict[str, int] | None = None
         self.holds: dict[str, str] = {}
         self.usage = Usage()                         # this cycle's (charged as it places)
         self.ledger = Ledger()                       # the admitted tasks' (between cycles)
@@ -175,11 +172,10 @@ class Queueing:
                      [c.name for c in self.fleet.ordered])
 
     def finish(self, cycle: Cycle) -> None:
-        """Keep what the cycle learnt: quota holds, blocked heads; the queue positions are
-        worked out again when next read. (Working them out at the end of every cycle, read
-        or not, cost more than the cycle's decisions with tens of thousands of tasks queued:
-        docs/benchmarks.md, "A backlog".)"""
-        self.positions = None
+        """Keep what the cycle learnt: quota holds, blocked heads. (The queue positions are
+        the task map's, kept as tasks come and go: numbering them at the end of every cycle,
+        read or not, cost more than the cycle's decisions with tens of thousands of tasks
+        queued: docs/benchmarks.md, "A backlog".)"""
         self.holds, self.blocked = cycle.holds, cycle.heads
 
     def hold_cluster(self, cluster: str, task: ActiveTask, rank: Rank, kind: str) -> None:

@@ -8,6 +8,7 @@ and ``task_hold`` for its public ``view``/``views``/``hold_for``; nothing here w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fuyao.queues import QueueView, format_resource
@@ -51,14 +52,9 @@ def queue_view(owner: Queueing, rec: QueueRecord, usage: Usage) -> QueueView:
     )
 
 
-def positions_now(owner: Queueing) -> dict[str, int]:
+def positions_now(owner: Queueing) -> Mapping[str, int]:
     """Each queued task's place in its queue now (the cycle's order inside a queue)."""
-    out: dict[str, int] = {}
-    seen: dict[str, int] = {}
-    for task in owner.tasks.queued():
-        queue = task.queue
-        out[task.id] = seen[queue] = seen.get(queue, 0) + 1
-    return out
+    return owner.tasks.positions()
 
 
 def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
@@ -73,12 +69,9 @@ def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
         return None
     rec = owner.book.records.get(task.queue)
     plan = owner.preemption.preempting.get(task.id)
-    positions = owner.positions
-    if positions is None or task.id not in positions:   # a cycle ran, or a task came, since
-        positions = owner.positions = positions_now(owner)
     return {
         "queue": task.queue,
-        "position": positions.get(task.id),
+        "position": positions_now(owner).get(task.id),
         "held_by": owner.holds.get(task.id),
         "quotas": dict(rec.quotas) if rec else {},
         "borrow": dict(rec.borrow) if rec else {},

@@ -6,7 +6,8 @@ ledger reads its change feed; every ``/metrics`` scrape asks how many tasks are 
 state (``fuyao_tasks``). A wrong answer would skip a task or place it twice, or count it
 wrong, so the rule is held over random puts, removals and field changes, in any order.
 Its placement order of the Queued tasks (``ranked``, kept up as tasks come and go) is held
-to sorting them by priority, then ``seq``, the way the placement cycle used to.
+to sorting them by priority, then ``seq``, the way the placement cycle used to, and their
+places in their queues (``positions``) to numbering that order queue by queue.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ step = st.one_of(
     st.tuples(st.just("state"), st.integers(0, 9), st.sampled_from(STATES)),
     st.tuples(st.just("cluster"), st.integers(0, 9), st.sampled_from(CLUSTERS)),
     st.tuples(st.just("unschedulable"), st.integers(0, 9), st.sampled_from([None, 1.0])),
+    st.tuples(st.just("queue"), st.integers(0, 9), st.sampled_from(["default", "a", "b"])),
     st.tuples(st.just("ask"), st.integers(0, 9)),
 )
 
@@ -51,7 +53,7 @@ def _apply(tasks: ActiveTasks, kind: str, key: str, value: object) -> None:
     elif kind == "delete" and key in tasks:
         old = tasks.pop(key)
         old.state = TaskState.RUNNING    # a task taken out no longer counts, whatever it does
-    elif kind in ("state", "cluster", "unschedulable") and key in tasks:
+    elif kind in ("state", "cluster", "unschedulable", "queue") and key in tasks:
         field = "unschedulable_since" if kind == "unschedulable" else kind
         setattr(tasks[key], field, value)
 
@@ -66,6 +68,13 @@ def _check(tasks: ActiveTasks) -> None:
     # Placement order: a stable sort of the scan's Queued tasks (ties keep the map's order).
     ranked = sorted(tasks.queued(), key=lambda t: (-t.priority, t.seq))
     assert [id(t) for t in tasks.ranked()] == [id(t) for t in ranked]    # the very tasks
+    # Places in their queues: each queue's tasks numbered from 1 in that order.
+    numbered: dict[str, int] = {}
+    per_queue: Counter[str] = Counter()
+    for t in ranked:
+        per_queue[t.queue] += 1
+        numbered[t.id] = per_queue[t.queue]
+    assert dict(tasks.positions()) == numbered
     for cluster in ("c0", "c1"):
         assert tasks.on_cluster(cluster) == [t for t in scan if t.cluster == cluster]
     assert tasks.unschedulable() == [t for t in scan if t.unschedulable_since is not None]
