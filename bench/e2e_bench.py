@@ -14,6 +14,10 @@ through the real join flow, then
    (``bench/grpc_echo.py``, PlaceTask-sized messages), the rate the REST API stores tasks
    (a batch submit of tasks nothing can place), one REST round trip.
 
+With ``--backlog N``, N tasks that no member can run (a GPU model none has, priority -1) are
+queued before the burst and wait through every phase, as an over-subscribed fleet's queue
+does.
+
 Latency is from the ``Submitted`` to the ``Running`` event of each sampled task (both stamped
 by the hub). The breakdown of each phase comes from the hub's ``fuyao_task_stage_seconds``
 histogram (``hub/stages.py``: queue, decide, commit, send, member, report, apply; means and
@@ -22,6 +26,7 @@ histogram medians), read from ``/metrics`` before and after the phase.
     python bench/e2e_bench.py                        # 10 members x 50 nodes, markdown
     python bench/e2e_bench.py --clusters 100 --json  # one JSON object
     python bench/e2e_bench.py --quick                # CI size
+    python bench/e2e_bench.py --backlog 20000        # with 20,000 tasks waiting throughout
 """
 
 from __future__ import annotations
@@ -313,7 +318,8 @@ def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse
     cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
     offered = submit(stack, prefix, count, batch or args.batch, spec, rate, args.submitters)
-    wait_for(lambda: metrics.count("Queued") == 0, args.timeout, "every task placed")
+    wait_for(lambda: metrics.count("Queued") <= args.backlog, args.timeout,
+             "every task placed")
     placed = count / (time.perf_counter() - started)
     wait_for(lambda: metrics.count("Placed") == 0, args.timeout, "every task running")
     cpu = cpu_ms_per_task(cpu_before, cpu_seconds(pid), count)
@@ -357,6 +363,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wait_members(stack, names, args.ready_timeout or max(300.0, 6.0 * len(names)))
         result["members_ready_s"] = round(time.perf_counter() - joined, 1)
         metrics = HubMetrics(stack.health_port)
+        if args.backlog:
+            started = time.perf_counter()
+            submit(stack, "waiting", args.backlog, 1000, WAITING, submitters=1)
+            result["backlog"] = args.backlog
+            result["backlog_stored_s"] = round(time.perf_counter() - started, 1)
         with stack.client() as client:
             burst = phase(stack, client, metrics, args, "job", args.tasks,
                           {"gpu": 1, "duration": f"{args.burst_duration:g}s"})
@@ -397,8 +408,10 @@ def _rtt(client: Client, n: int = 50) -> float:
 
 def markdown(result: dict[str, Any]) -> str:
     """The figures and the per-stage breakdown as markdown tables."""
+    waiting = (f", {result['backlog']:,} tasks waiting throughout"
+               if result.get("backlog") else "")
     lines = [f"{result['clusters']} members ({result['fleet']}), {result['submitters']} REST "
-             f"submitters, {result['date']}, {result['machine']}", "",
+             f"submitters{waiting}, {result['date']}, {result['machine']}", "",
              "| phase | tasks | offered/s | placed/s | running/s | P50 ms | P99 ms |",
              "|---|---|---|---|---|---|---|"]
     phases = [(k, result[k]) for k in ("burst", "half_load") if k in result]
@@ -425,6 +438,11 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The backlog's tasks (``--backlog``): a GPU model no member has, so they wait throughout;
+# at a lower priority, so the phases' tasks are tried before them (at the same priority the
+# queue's blocked head would let only ``lookahead`` tasks behind it be tried each cycle).
+WAITING: dict[str, Any] = {"gpu": 1, "gpu_model": "B200", "priority": -1}
+
 BOUNDS: dict[str, tuple[float, float]] = {
     "clusters": (1, 1000), "nodes": (1, 100_000), "tasks": (1, 1_000_000),
     "batch": (1, 10_000),      # the REST batch limit (fuyao.spec.TaskBatch)
@@ -432,7 +450,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "submitters": (1, 256), "sample": (1, 1_000_000),
     "echo": (1, 10_000_000), "burst_duration": (0, 86_400), "rate": (0, 1_000_000),
     "half_seconds": (0, 3_600), "half_duration": (0, 86_400), "timeout": (1, 86_400),
-    "ready_timeout": (0, 86_400),
+    "ready_timeout": (0, 86_400), "backlog": (0, 1_000_000),
 }
 """Each numeric flag's allowed range (``rate``, ``half_batch`` and ``ready_timeout``: 0 means
 the default)."""
@@ -471,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="record the hub with py-spy while each phase submits and places "
                              "(DIR/job.txt, DIR/half.txt: collapsed stacks)")
+    parser.add_argument("--backlog", type=int, default=0,
+                        help="tasks queued first that no member can run (a GPU model none "
+                             "has): they wait through every phase, as an over-subscribed "
+                             "fleet's queue does")
     parser.add_argument("--quick", action="store_true", help="CI size: 10 clusters, 200 tasks")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.add_argument("--output", type=Path, default=None,

@@ -26,8 +26,10 @@ def run_bench(script: str, *args: str) -> dict[str, Any]:
 
 
 def test_e2e_bench_places_every_task_on_ten_clusters_and_says_where_the_time_went() -> None:
-    result = run_bench("e2e_bench.py")
-    assert result["clusters"] == 10
+    """With a backlog nothing can run waiting throughout (``--backlog``): every phase still
+    ends once its own tasks run."""
+    result = run_bench("e2e_bench.py", "--backlog", "300")
+    assert result["clusters"] == 10 and result["backlog"] == 300
     assert result["baseline_grpc_echo_per_s"] > 0 and result["baseline_stored_per_s"] > 0
     for phase in (result["burst"], result["half_load"]):
         assert phase["placements_per_s"] > 0 and phase["running_per_s"] > 0
@@ -127,7 +129,8 @@ def assert_refused(script: str, flag: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize("flag", [("--ready-timeout", "-1"), ("--clusters", "0"),
-                                  ("--rate", "nan"), ("--batch", "100000")])
+                                  ("--rate", "nan"), ("--batch", "100000"),
+                                  ("--backlog", "-5")])
 def test_e2e_bench_refuses_out_of_range_flags_before_starting_anything(
         flag: tuple[str, str]) -> None:
     assert_refused("e2e_bench.py", flag)
