@@ -125,11 +125,12 @@ class Planner:
 
 
 def _scratch(cluster: ClusterInfo) -> FleetView:
-    """A fleet view holding only ``cluster``'s settings (its nodes are added by the caller)."""
+    """A fleet view holding only ``cluster``'s settings, its taints too (its nodes are added
+    by the caller)."""
     scratch = FleetView()
     scratch.upsert_cluster(cluster.name, labels=cluster.labels, weight=cluster.weight,
                            headroom=cluster.headroom, state=cluster.state,
-                           cordoned=cluster.cordoned)
+                           cordoned=cluster.cordoned, taints=cluster.taints)
     return scratch
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from fuyao.spec import ClusterState
+from fuyao.taints import Taint
 from tests.hub.conftest import HubHarness
 from tests.queueing.conftest import add_cluster, finish, placed, queue, submit, task
 
@@ -142,6 +144,27 @@ async def test_preemption_evicts_the_fewest_lowest_and_requeues_them(
     held = (await quiet.api.get("/api/v1/tasks/low-new")).json()["held_by"]
     assert held.startswith("preempted by urgent: waits up to 3") and held.endswith(
         "s for its copy on east to stop")
+
+
+async def test_preemption_never_evicts_where_the_preemptor_does_not_tolerate_the_taints(
+        quiet: HubHarness) -> None:
+    """The planner's scratch copy of a cluster carries its taints: victims are never evicted
+    from a cluster the preemptor could not be placed on anyway."""
+    add_cluster(quiet, "east", nodes=1, gpus=4)
+    quiet.hub.fleet.upsert_cluster("east", labels={}, weight=1, headroom=0.0,
+                                   state=ClusterState.READY,
+                                   taints=(Taint(key="dedicated", value="x"),))
+    tolerate = [{"key": "dedicated", "value": "x"}]
+    await submit(quiet, *gpu_tasks("low", 4, "default", priority=1, tolerations=tolerate))
+    await quiet.hub.placement.cycle()
+    assert len(placed(quiet)) == 4
+    await submit(quiet, {"name": "urgent", "gpu": 2, "priority": 10})
+    for _ in range(3):
+        await quiet.hub.placement.cycle()
+    assert sorted(placed(quiet)) == [f"low-{i}" for i in range(4)]
+    for i in range(4):
+        events = (await quiet.api.get(f"/api/v1/tasks/low-{i}")).json()["events"]
+        assert "Preempted" not in [e["kind"] for e in events]
 
 
 async def test_an_owner_takes_its_lent_quota_back_by_preemption(quiet: HubHarness) -> None:
