@@ -19,7 +19,10 @@ valid while the nodes it read did not change: ``model_version(m)`` moves when a 
 devices of model ``m`` (``NO_MODEL``: a node without devices) is added, changed or removed,
 and ``layout_version`` when label groups, their device classes or "some node is
 schedulable" change; ``settings_version`` when the cluster's own settings (labels, weight,
-headroom, state, cordon, taints) change.
+headroom, state, cordon, taints) change; ``capacity_version`` when what the cluster could
+offer empty changes: a node added or removed, or reported with other allocatable amounts,
+schedulability, labels or devices (not when only their use or a hub hold changes) - what
+"could this ever fit here?" reads (``hub.queueing.parking``).
 """
 
 from __future__ import annotations
@@ -296,6 +299,7 @@ class ClusterInfo:
         self.version = next(_TICKS)
         self.layout_version = self.version
         self.settings_version = self.version   # moves when labels, weight...taints change
+        self.capacity_version = self.version   # moves when a node's empty offer changes
         # Sums over schedulable nodes only: the headroom reserve is a fraction of these.
         self.cpu_total = self.cpu_used = self.memory_total = self.memory_used = 0
         self.schedulable_nodes = 0
@@ -419,7 +423,11 @@ class ClusterInfo:
         old = self._nodes.get(info.name)
         if old is not None and old.reports(info):
             return
-        self._file(NodeState(info, self._holds.get(info.name)), old)
+        new = NodeState(info, self._holds.get(info.name))
+        self._file(new, old)
+        if old is None or not old.offers_as(new):   # (read filed: labels of one group)
+            self.capacity_version = next(_TICKS)
+            self._on_change(self)
 
     def _put_all(self, infos: Mapping[str, NodeReport]) -> None:
         """File a whole inventory into a cluster that holds no node (an agent's first report):
@@ -547,7 +555,7 @@ class ClusterInfo:
         for group, members in filed.items():
             group.add_all(members)
         if added:
-            self.layout_version = next(_TICKS)
+            self.layout_version = self.capacity_version = next(_TICKS)
             self._account_all(added)
             self._bump()
             # Not logged node by node: a fit kept from before this inventory is searched
@@ -564,6 +572,7 @@ class ClusterInfo:
         group.remove(old)
         self._account(old, -1)
         self._settle(self._tidy(group, old), marks, group)
+        self.capacity_version = next(_TICKS)
         self._bump()
         self._changed(name)
 

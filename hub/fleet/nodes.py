@@ -153,6 +153,15 @@ class NodeLabels(Mapping[str, str]):
 
 _ABSENT = object()
 
+
+def _same_labels(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """``a == b``; for two filed labels of one group, without reading the group's."""
+    if a is b:
+        return True
+    if type(a) is NodeLabels and type(b) is NodeLabels and a.shared is b.shared:
+        return a.own == b.own
+    return a == b
+
 Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]
 """A node's devices as reported, by class: (class, ids, free shares, free memory MiB)."""
 
@@ -430,6 +439,19 @@ class NodeState:
         model, memory_mib, frees, memory = columns
         return [(model, memory_mib, dev, free, free_mib) for dev, free, free_mib in zip(
             NumberedIds(self.name, 0, len(frees)), frees, memory, strict=True)] == self._devices()
+
+    def offers_as(self, other: NodeState) -> bool:
+        """True when ``other`` offers, empty, what this state offers: the same allocatable
+        amounts, schedulability, labels and devices (classes and how many of each) - only
+        their use or the hub's holds may differ. Both must be filed (their labels too)."""
+        if self.alloc is not other.alloc and (
+                _amount_fields(self.alloc) != _amount_fields(other.alloc)):
+            return False
+        if self.schedulable != other.schedulable or not _same_labels(self.labels, other.labels):
+            return False
+        mine, theirs = self.classes, other.classes
+        return mine is theirs or (mine.keys() == theirs.keys() and all(
+            len(slot.frees) == len(theirs[cls].frees) for cls, slot in mine.items()))
 
     @property
     def used_cpu(self) -> int:

@@ -51,6 +51,7 @@ class FleetView:
         self._ignore = frozenset(per_node_label_keys)
         self._memo: MatchMemo = {}
         self._changed: dict[str, ClusterInfo] = {}   # every cluster, last changed last
+        self._offer = 0     # the newest capacity_version or settings_version of any cluster
 
     # -- clusters --------------------------------------------------------------------------
 
@@ -131,6 +132,13 @@ class FleetView:
         """The newest ``version`` of any cluster: ``changed_since`` this shows later changes."""
         return next(reversed(self._changed.values())).version if self._changed else 0
 
+    @property
+    def offer_version(self) -> tuple[tuple[ClusterInfo, ...], int]:
+        """Moves whenever what some cluster could offer empty may have changed: a cluster
+        joined or left (the ``ordered`` tuple is a new one), or one's ``capacity_version``
+        or ``settings_version`` moved. Reservations and reported use leave it alone."""
+        return self.ordered, self._offer
+
     def changed_since(self, tick: int) -> list[ClusterInfo]:
         """The clusters whose ``version`` is above ``tick`` (changed since), newest first.
 
@@ -147,6 +155,9 @@ class FleetView:
         """A cluster changed: move it last (``_changed`` stays in version order)."""
         self._changed.pop(cluster.name, None)
         self._changed[cluster.name] = cluster
+        offer = max(cluster.capacity_version, cluster.settings_version)
+        if offer > self._offer:
+            self._offer = offer
 
     # -- inventory -------------------------------------------------------------------------
 

@@ -234,3 +234,41 @@ def test_summary() -> None:
     assert fleet.summary("c1") == {"nodes": 4, "H100": 16, "T4": 4}
     assert fleet.summary("unknown") == {"nodes": 0}
 
+
+
+def test_capacity_version_moves_when_what_a_cluster_offers_empty_changes() -> None:
+    """``capacity_version`` moves with a node's allocatable amounts, schedulability, labels or
+    devices, and when nodes come or go - not with their use or the hub's holds."""
+    fleet = fleet_of({"c1": [node("n1", "A100", 2)]})
+    c = fleet.cluster("c1")
+    assert c is not None
+    same: list[Callable[[], None]] = [
+        lambda: fleet.reserve("c1", "t1", requests(gpu_milli=1000), ["n1"]),
+        lambda: fleet.release("t1"),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2, free_cpu=1)], []),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2, free_milli=[0, 500])], []),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2)], []),
+        lambda: fleet.set_cordoned("c1", True),      # a setting: settings_version says so
+    ]
+    for change in same:
+        before = c.capacity_version
+        change()
+        assert c.capacity_version == before
+    moves: list[Callable[[], None]] = [
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2, cpu=32)], []),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2, cpu=32, unschedulable=True)],
+                                  []),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 2, cpu=32,
+                                              labels={"zone": "b"})], []),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 4, cpu=32,
+                                              labels={"zone": "b"})], []),
+        lambda: fleet.apply_delta("c1", [node("n1", "A100", 4, cpu=32, device_gib=40,
+                                              labels={"zone": "b"})], []),
+        lambda: fleet.apply_delta("c1", [node("n2", "T4", 1)], []),
+        lambda: fleet.apply_delta("c1", [], ["n2"]),
+        lambda: fleet.replace_nodes("c1", [node("n3")]),
+    ]
+    for change in moves:
+        before = c.capacity_version
+        change()
+        assert c.capacity_version > before
