@@ -98,6 +98,13 @@ class ActiveTask:
             parent=rec.parent,
         )
 
+    @property
+    def divisible(self) -> bool:
+        """May it be split across clusters when no one cluster takes it whole? (``gang:
+        false`` with more than one replica, not itself a part: ``hub.division``)"""
+        spec = self.spec
+        return spec.replicas > 1 and not spec.gang and self.parent is None
+
     def request(self) -> PlacementRequest:
         """What the scheduler is asked for this task (built once, flags applied per attempt)."""
         base = self._base()

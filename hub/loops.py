@@ -167,7 +167,7 @@ class PlacementLoop:
         """
         async with self._lock:
             started, cycle_at = time.perf_counter(), time.time()
-            cycle = self.queueing.begin(self.tasks.queued()[:MAX_TASKS_PER_CYCLE])
+            cycle = self.queueing.begin(self.tasks.queued(), MAX_TASKS_PER_CYCLE)
             held: list[tuple[ActiveTask, Hold]] = []
             # Chained before anything can yield: deliveries keep cycle order.
             prev, done = self._tail, asyncio.get_running_loop().create_future()

@@ -136,9 +136,7 @@ class Division:
     def wants(task: ActiveTask, result: PlacementResult) -> bool:
         """True for a task to divide: ``gang: false`` with replicas > 1 that no one cluster
         takes whole now, or any such task with ``spread: weighted``."""
-        spec = task.spec
-        return (spec.replicas > 1 and not spec.gang and task.parent is None
-                and (result.cluster is None or spec.spread == WEIGHTED))
+        return task.divisible and (result.cluster is None or task.spec.spread == WEIGHTED)
 
     def place(self, task: ActiveTask, request: PlacementRequest, decide: Decide,
               scheduler: Scheduler, cycle: Cycle) -> PlacementResult | None:

@@ -11,7 +11,9 @@ placement loop (``hub.loops``) iterates it and reports each decision back::
 
 Order: queues of a higher priority level first (strict); inside a level, the queue with the
 lowest weighted dominant share next (``share / weight``, updated after each placement, a
-heap: O(log queues) per decision); inside a queue, task priority then age. A task that fits
+heap: O(log queues) per decision); inside a queue, task priority then age. A task no
+cluster could take even empty is parked (left out of later cycles until the fleet's offer
+changes: ``hub.queueing.parking``). Any other task that fits
 nowhere at the head of its queue blocks the tasks behind it for ``hold_cycles`` cycles;
 after that up to ``lookahead`` tasks behind it are tried each cycle (backfill) while it
 holds a reservation on its nearest-fit cluster, so backfill never takes that room from it -
@@ -200,7 +202,11 @@ class Cycle:
 
     def missed(self, task: ActiveTask, request: PlacementRequest,
                result: PlacementResult) -> None:
-        """A task fit nowhere: at its queue's head it blocks the queue for a while."""
+        """A task fit nowhere: parked if no cluster could take it even empty (then it holds
+        nothing: ``hub.queueing.parking``); else at its queue's head it blocks the queue for
+        a while, and preemption may make room for it."""
+        if self.owner.parking.consider(task):
+            return
         self.misses.append((task, request, result))
         if task.id in self.quota_excluded:
             self.holds[task.id] = self.quota_excluded[task.id]
@@ -216,5 +222,5 @@ class Cycle:
             return
         lane.blocked = True
         nearest = result.error.nearest_fit if result.error else None
-        if nearest is not None and self.owner.could_ever_fit(nearest, task, request):
+        if nearest is not None and self.owner.could_ever_fit(nearest, request):
             self.owner.hold_cluster(nearest, task, self.rank(task), "backfill")

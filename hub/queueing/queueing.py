@@ -31,6 +31,7 @@ from hub.queueing.config import QueueingConfig
 from hub.queueing.cycle import Cycle, Hold, Rank, _Lane
 from hub.queueing.eviction import Preemption
 from hub.queueing.ledger import Ledger, copy_usage
+from hub.queueing.parking import Parking
 from hub.queueing.preempt import Planner
 from hub.queueing.quota import QueueState, Usage, Vector, demand
 from hub.queueing.views import queue_view, task_hold
@@ -56,7 +57,7 @@ class Queueing:
         self.ledger = Ledger()                       # the admitted tasks' (between cycles)
         self.planner = Planner(fleet, profile, headroom_priority, self.models)
         self.preemption = Preemption(self)
-        self._ever: dict[tuple[str, str], tuple[int, bool]] = {}  # (task, cluster) -> answer
+        self.parking = Parking(fleet, self.planner.fits_empty)
 
     # -- queues -------------------------------------------------------------------------------
 
@@ -147,16 +148,18 @@ class Queueing:
 
     # -- a placement cycle --------------------------------------------------------------------
 
-    def begin(self, queued: Sequence[ActiveTask]) -> Cycle:
-        """This cycle's order over ``queued`` (already sorted by priority, then age)."""
+    def begin(self, queued: Sequence[ActiveTask], limit: int | None = None) -> Cycle:
+        """This cycle's order over ``queued`` (already sorted by priority, then age): the
+        first ``limit`` of them that are not parked (``hub.queueing.parking``)."""
+        queued = self.parking.waiting(queued)
+        if limit is not None:
+            queued = queued[:limit]
         now = time.monotonic()
         waiting = {t.id for t in queued}
         for cluster, hold in list(self.reserved.items()):
             if hold.until < now or hold.task_id not in waiting:
                 del self.reserved[cluster]
         self.preemption.prune(waiting)
-        for key in [k for k in self._ever if k[0] not in waiting]:
-            del self._ever[key]
         active = self.tasks.active
         for task_id in [t for t in self.models if t not in active]:
             del self.models[task_id]
@@ -190,20 +193,13 @@ class Queueing:
         until = time.monotonic() + self.config.reservation_seconds
         self.reserved[cluster] = Hold(task.id, task.name, rank, kind, until)
 
-    def could_ever_fit(self, cluster: str, task: ActiveTask,
-                       request: PlacementRequest) -> bool:
-        """Would the task fit ``cluster`` with nothing running there? Asked before backfill
+    def could_ever_fit(self, cluster: str, request: PlacementRequest) -> bool:
+        """Would ``request`` fit ``cluster`` with nothing running there? Asked before backfill
         keeps a cluster for a blocked head (never for one it can never fit); the answer is
-        kept while the cluster's nodes stay the same (``layout_version``)."""
+        kept per request shape while the cluster's capacity and settings stand
+        (``Parking.could_fit``)."""
         info = self.fleet.cluster(cluster)
-        if info is None:
-            return False
-        known = self._ever.get((task.id, cluster))
-        if known is not None and known[0] == info.layout_version:
-            return known[1]
-        answer = self.planner.fits_empty(info, request)
-        self._ever[(task.id, cluster)] = (info.layout_version, answer)
-        return answer
+        return info is not None and self.parking.could_fit(info, request)
 
     def stopping(self, task: ActiveTask) -> str | None:
         """Why a preempted task is not placed again yet (its old copy may still run)."""
