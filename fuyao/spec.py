@@ -485,7 +485,8 @@ class TaskView(BaseModel):
     queue_position: int | None = Field(
         default=None, description="when Queued: 1 = next of its queue to be tried")
     held_by: str | None = Field(
-        default=None, description="when Queued: the queue quota holding it, if one is")
+        default=None, description="when Queued: the queue quota holding it, if one is, or "
+        "'parked: ...' when no cluster could take it even with nothing running")
     parts: list[TaskPart] = Field(
         default_factory=list, description="divided across clusters: one part per workload")
     parent: str | None = Field(default=None, description="a part: the divided task's name")

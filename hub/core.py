@@ -329,6 +329,7 @@ class Hub:
         self.metrics.tasks.clear()
         for state, n in self.tasks.active.states().items():   # kept as tasks change: no scan
             self.metrics.tasks.labels(state=state.value).set(n)
+        self.metrics.parked.set(len(self.queueing.parking))
         self.metrics.clusters.clear()
         for name in sorted(self.clusters.entries):   # states only: no task counts (a scan)
             self.metrics.clusters.labels(state=self.clusters.view(name).state.value).inc()

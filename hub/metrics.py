@@ -72,6 +72,9 @@ class Metrics:
                            registry=self.registry)
         self.clusters = Gauge("fuyao_clusters", "Clusters by state", ["state"],
                               registry=self.registry)
+        self.parked = Gauge("fuyao_tasks_parked", "Queued tasks no cluster could take even "
+                            "empty, left out of placement cycles until the fleet changes",
+                            registry=self.registry)
         self.stages = StageClock(self.registry)   # where each task's time went
         self._collectors: list[Callable[[], None]] = []
         self._message_kinds: dict[str, Counter] = {}

@@ -9,7 +9,7 @@ For ``task explain`` and ``task describe``: ``Queueing.hold_for(task)`` (an ``Ac
 returns the queue and quota state holding a queued task::
 
     {"queue": "team-a", "position": 3,
-     "held_by": "queue team-a: gpu A100 quota 16, in use 16",   # or None
+     "held_by": "queue team-a: gpu A100 quota 16, in use 16",   # "parked: ...", or None
      "quotas": {"gpu.A100": "16"}, "borrow": {}, "usage": {"gpu": "16", ...},
      "reserved_cluster": "c1",          # a cluster kept for it (backfill/preemption), or None
      "preempting": ["victim-1"]}        # evicted for it, waiting for the member

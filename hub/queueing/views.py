@@ -57,12 +57,17 @@ def positions_now(owner: Queueing) -> Mapping[str, int]:
     return owner.tasks.positions()
 
 
+PARKED = ("parked: no cluster could take it even with nothing running; tried again when a "
+          "cluster joins or one's nodes or settings change")
+
+
 def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
     """The queue and quota state of a queued task; None when it is not Queued.
 
     ``{"queue", "position", "held_by", "quotas", "borrow", "usage", "reserved_cluster",
     "preempting"}``: ``position`` 1 is next in its queue; ``held_by`` the quota that holds
-    it (e.g. ``queue team-a: gpu A100 quota 16, in use 16``) or None; ``reserved_cluster`` a
+    it (e.g. ``queue team-a: gpu A100 quota 16, in use 16``), ``PARKED`` for a task set aside
+    (``hub.queueing.parking``), or None; ``reserved_cluster`` a
     cluster kept for it (backfill or preemption); ``preempting`` the victims it waits for.
     """
     if task.state != TaskState.QUEUED:
@@ -72,7 +77,7 @@ def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
     return {
         "queue": task.queue,
         "position": positions_now(owner).get(task.id),
-        "held_by": owner.holds.get(task.id),
+        "held_by": owner.holds.get(task.id) or (PARKED if owner.parking.parked(task) else None),
         "quotas": dict(rec.quotas) if rec else {},
         "borrow": dict(rec.borrow) if rec else {},
         "usage": _shown(owner.usage.of(task.queue)),

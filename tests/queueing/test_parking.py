@@ -243,7 +243,10 @@ async def test_tasks_nothing_can_run_are_not_decided_again_and_run_once_a_cluste
         assert _engine_decisions(h) - before == 2      # the parked ones were not asked again
         view = (await h.api.get("/api/v1/tasks/never0")).json()
         assert view["state"] == "Queued" and "B200" in view["message"]
+        assert view["held_by"].startswith("parked: no cluster could take it")
+        assert b"fuyao_tasks_parked 50.0" in h.hub.metrics.render()
         add_cluster(h, "west", nodes=2, gpus=8, product="NVIDIA-B200")
         await h.hub.placement.cycle()
         assert {f"never{i}" for i in range(16)} <= set(placed(h))
         assert len(h.hub.queueing.parking) == 0
+        assert b"fuyao_tasks_parked 0.0" in h.hub.metrics.render()
