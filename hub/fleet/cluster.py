@@ -21,8 +21,9 @@ and ``layout_version`` when label groups, their device classes or "some node is
 schedulable" change; ``settings_version`` when the cluster's own settings (labels, weight,
 headroom, state, cordon, taints) change; ``capacity_version`` when what the cluster could
 offer empty changes: a node added or removed, or reported with other allocatable amounts,
-schedulability, labels or devices (not when only their use or a hub hold changes) - what
-"could this ever fit here?" reads (``hub.queueing.parking``).
+schedulability, labels or devices (not when only their use, a hub hold or the value of a
+per-node label key changes) - what "could this ever fit here?" reads
+(``hub.queueing.parking``).
 """
 
 from __future__ import annotations

@@ -155,11 +155,13 @@ _ABSENT = object()
 
 
 def _same_labels(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
-    """``a == b``; for two filed labels of one group, without reading the group's."""
+    """The same labels but for the values of per-node keys: for two filed labels, one label
+    group (its labels are shared) and the same per-node keys."""
     if a is b:
         return True
-    if type(a) is NodeLabels and type(b) is NodeLabels and a.shared is b.shared:
-        return a.own == b.own
+    if type(a) is NodeLabels and type(b) is NodeLabels:
+        return ((a.shared is b.shared or a.key == b.key) and len(a.own) == len(b.own)
+                and all(x[0] == y[0] for x, y in zip(a.own, b.own, strict=True)))
     return a == b
 
 Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]
@@ -443,7 +445,10 @@ class NodeState:
     def offers_as(self, other: NodeState) -> bool:
         """True when ``other`` offers, empty, what this state offers: the same allocatable
         amounts, schedulability, labels and devices (classes and how many of each) - only
-        their use or the hub's holds may differ. Both must be filed (their labels too)."""
+        their use, the hub's holds or the values of per-node label keys may differ (GPU
+        feature discovery rewrites ``nvidia.com/gfd.timestamp`` on every node every minute;
+        a selector naming such a key is never parked for it: ``hub.queueing.parking``).
+        Both must be filed (their labels too)."""
         if self.alloc is not other.alloc and (
                 _amount_fields(self.alloc) != _amount_fields(other.alloc)):
             return False

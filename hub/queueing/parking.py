@@ -23,7 +23,10 @@ workloads aside the same way. Here:
 A parked task keeps its queue position and the reason its last miss gave; it does not hold
 its queue's head (waiting there for room could not help it). Not parked: tasks that ask for
 a share of device memory (``hub.placement.memshare`` tries one request per card size) and
-tasks that may be split (``ActiveTask.divisible``) across clusters (their parts may fit where the
+tasks that may be split (``ActiveTask.divisible``), and tasks whose node selector names a
+per-node label key (``kubernetes.io/hostname``, ``nvidia.com/gfd.timestamp``: their values
+change without moving ``capacity_version``, or GPU feature discovery's minutely timestamps
+would wake every parked task every minute) across clusters (their parts may fit where the
 whole does not). A parked task never fits anywhere: with nothing running a cluster offers
 the most it ever can, so a task that fits no empty cluster fits no cluster now
 (``tests/queueing/test_parking.py`` holds that against the engine's own decisions).
@@ -84,7 +87,7 @@ class Parking:
     def consider(self, task: ActiveTask) -> bool:
         """After ``task`` missed: park it if no cluster could take it empty. True if parked."""
         request = task.request()
-        if request.requests.gpu_mem_mib or task.divisible:
+        if request.requests.gpu_mem_mib or task.divisible or self._per_node(request):
             return False
         self._current()
         shape = shape_of(request)
@@ -97,6 +100,12 @@ class Parking:
         if never:
             self._parked[task.id] = task
         return never
+
+    def _per_node(self, request: PlacementRequest) -> bool:
+        """Does the request's node selector name a per-node label key (a hostname)? Those
+        values may change without moving ``capacity_version``."""
+        keys = self.fleet.per_node_label_keys
+        return any(r.key in keys for r in request.selector.requirements)
 
     def parked(self, task: ActiveTask) -> bool:
         """True while ``task`` (this very object) is parked."""

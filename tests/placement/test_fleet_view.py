@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
+from fuyao.inventory import NodeInfo
 from fuyao.spec import CapacityRow, ClusterState
 from hub.fleet import FleetView
 
@@ -272,3 +273,19 @@ def test_capacity_version_moves_when_what_a_cluster_offers_empty_changes() -> No
         before = c.capacity_version
         change()
         assert c.capacity_version > before
+
+
+def test_a_per_node_label_value_moves_no_capacity_but_a_new_per_node_key_does() -> None:
+    """GPU feature discovery rewrites ``nvidia.com/gfd.timestamp`` every minute: not an offer
+    of another kind (a selector naming a per-node key is never parked for it)."""
+    def stamped(value: str) -> list[NodeInfo]:
+        return [node("n1", "A100", 2, labels={"nvidia.com/gfd.timestamp": value})]
+    fleet = fleet_of({"c1": [node("n1", "A100", 2)]})
+    c = fleet.cluster("c1")
+    assert c is not None
+    before = c.capacity_version
+    fleet.apply_delta("c1", stamped("1733370000"), [])      # a key it did not have
+    assert c.capacity_version > before
+    before = c.capacity_version
+    fleet.apply_delta("c1", stamped("1733370060"), [])      # only the value
+    assert c.capacity_version == before

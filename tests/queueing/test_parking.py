@@ -51,22 +51,26 @@ specs = st.fixed_dictionaries({
     "gpu": st.sampled_from([0, 1, 1, 2, 4, 8, 12]),
     "gpu_model": st.sampled_from([*MODELS, "B200", None]),
     "cpu": st.sampled_from(["1", "1", "16", "48", "100"]),
-    "selector": st.sampled_from([None, None, "zone=a", "zone=b", "zone=c"]),
+    "selector": st.sampled_from([None, None, "zone=a", "zone=b", "zone=c",
+                                 "nvidia.com/gfd.timestamp=3", "kubernetes.io/hostname=c0-n0"]),
     "tolerate": st.booleans(),
     "priority": st.integers(-1, 1),
 })
 changes = st.lists(st.tuples(
     st.sampled_from(["use", "hold", "release", "grow", "shrink", "new-node", "drop-node",
-                     "state", "cordon", "untaint", "join"]),
+                     "gfd", "state", "cordon", "untaint", "join"]),
     st.integers(0, 2), st.integers(0, 8)), max_size=8)
 
 
-def _node(name: str, spec: tuple[Any, ...], used: int | None = None) -> NodeInfo:
+def _node(name: str, spec: tuple[Any, ...], used: int | None = None,
+          stamp: int = 0) -> NodeInfo:
+    """A node of ``spec``; ``stamp``: its GPU feature discovery timestamp (per-node key)."""
     model, gpus, cpu, zone, off, default_used = spec
     busy = default_used if used is None else used
     frees = [0 if i < busy else 1000 for i in range(gpus)] if model else []
     return node(name, model, gpus if model else 0, cpu=cpu, free_cpu=max(0, cpu - busy),
-                free_milli=frees or None, labels={"zone": zone}, unschedulable=off)
+                free_milli=frees or None, unschedulable=off,
+                labels={"zone": zone, "nvidia.com/gfd.timestamp": str(stamp)})
 
 
 def _fleet(shape: list[tuple[Any, ...]]) -> FleetView:
@@ -95,6 +99,12 @@ def _parking(fleet: FleetView) -> Parking:
     return Parking(fleet, planner.fits_empty)
 
 
+def per_node(task: ActiveTask) -> bool:
+    """Does its node selector name a per-node key (never parked)?"""
+    return any(r.key in ("nvidia.com/gfd.timestamp", "kubernetes.io/hostname")
+               for r in task.request().selector.requirements)
+
+
 def _misses(fleet: FleetView, task: ActiveTask) -> bool:
     """The live engine's answer, with nothing excluded: no cluster takes the task now."""
     return Scheduler(fleet, DEFAULT_PROFILE, headroom_priority=10**9,
@@ -108,11 +118,13 @@ def _change(fleet: FleetView, shape: list[tuple[Any, ...]], kind: str, which: in
     c = fleet.cluster(name)
     assert c is not None
     states = c.nodes()
-    if kind == "use" and states:
+    if kind in ("use", "gfd") and states:
         members = shape[which % len(shape)][0]
         j = amount % len(states)
         if j < len(members):
-            fleet.apply_delta(name, [_node(f"{name}-n{j}", members[j], used=amount)], [])
+            fleet.apply_delta(name, [_node(f"{name}-n{j}", members[j], used=amount)
+                                     if kind == "use" else
+                                     _node(f"{name}-n{j}", members[j], stamp=amount)], [])
     elif kind == "hold" and states:
         with contextlib.suppress(FuyaoError):   # no room for the hold: nothing changes
             fleet.reserve(name, f"h{amount}", TaskSpec(name="h", cpu="1").requests(),
@@ -153,7 +165,7 @@ def test_a_parked_task_is_one_the_engine_misses_for_as_long_as_it_stays_parked(
     for task in tasks:
         if parking.consider(task):
             assert _misses(fleet, task)
-        else:       # not parked: some cluster would take it empty
+        elif not per_node(task):   # not parked: some cluster would take it empty
             assert any(Planner(fleet, DEFAULT_PROFILE, 10**9, {}).fits_empty(c, task.request())
                        for c in fleet.ordered)
     for kind, which, amount in steps:
@@ -207,6 +219,20 @@ def test_more_cards_than_any_node_is_parked_until_a_node_grows() -> None:
     fleet.apply_delta("c0", [_node("c0-n0", ("A100", 8, 64, "a", False, 2))], [])
     assert not parking.parked(eight)
     assert not parking.consider(eight)
+
+
+def test_a_gfd_timestamp_moves_no_capacity_and_a_selector_on_one_is_never_parked() -> None:
+    fleet = _fleet([([("A100", 4, 64, "a", False, 0)], ClusterState.READY, False, False)])
+    parking = _parking(fleet)
+    b200 = _task({"gpu": 1, "gpu_model": "B200", "cpu": "1", "selector": None,
+                  "tolerate": False, "priority": 0})
+    pinned = _task({"gpu": 1, "gpu_model": "A100", "cpu": "1",
+                    "selector": "nvidia.com/gfd.timestamp=7", "tolerate": False,
+                    "priority": 0})
+    assert parking.consider(b200) and _misses(fleet, pinned)
+    assert not parking.consider(pinned)       # its node's next timestamp could match
+    fleet.apply_delta("c0", [_node("c0-n0", ("A100", 4, 64, "a", False, 0), stamp=7)], [])
+    assert parking.parked(b200) and not _misses(fleet, pinned)
 
 
 def test_memory_shares_and_divisible_tasks_are_never_parked() -> None:
