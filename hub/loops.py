@@ -44,7 +44,7 @@ from hub.taskbook import Staged, TaskBook
 
 log = logging.getLogger(__name__)
 
-MAX_TASKS_PER_CYCLE = 20_000
+MAX_TASKS_PER_CYCLE = 20_000   # of each queue
 SETTLE_SECONDS = 0.02
 PIPELINE_DEPTH = 2   # cycles in flight: one deciding while the one before commits
 DUE_SLACK = 0.001  # a wake for a failover deadline lands this long after it (``tick``'s ">")
@@ -167,7 +167,7 @@ class PlacementLoop:
         """
         async with self._lock:
             started, cycle_at = time.perf_counter(), time.time()
-            cycle = self.queueing.begin(self.tasks.queued(), MAX_TASKS_PER_CYCLE)
+            cycle = self.queueing.begin(limit=MAX_TASKS_PER_CYCLE)
             held: list[tuple[ActiveTask, Hold]] = []
             # Chained before anything can yield: deliveries keep cycle order.
             prev, done = self._tail, asyncio.get_running_loop().create_future()

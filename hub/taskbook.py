@@ -173,6 +173,15 @@ class TaskBook:
         ranked = self.active.ranked()
         return [t for t in ranked if not t.saving] if self._saving else ranked
 
+    def lanes(self) -> dict[str, list[ActiveTask]]:
+        """Each queue's Queued tasks in placement order, but the parked ones (set aside) and
+        any whose re-queue is being written: a placement cycle's candidates."""
+        lanes = self.active.lanes()
+        if not self._saving:
+            return lanes
+        kept = {q: [t for t in ts if not t.saving] for q, ts in lanes.items()}
+        return {q: ts for q, ts in kept.items() if ts}
+
     def positions(self) -> Mapping[str, int]:
         """Each of ``queued()``'s tasks' place in its queue (1 = next)."""
         if not self._saving:

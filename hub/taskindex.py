@@ -13,29 +13,29 @@ is kept the same way, so a scrape costs the changes since the last answer, not a
 from then on: the queue ledger (``hub.queueing.ledger``) re-charges only those instead of
 comparing every active task each cycle.
 
-``ranked`` lists the Queued tasks in placement order (higher priority first, then submission
-order) from a ranking kept as tasks come and go: each placement cycle and each submit's queue
-positions asked for it, and sorting a backlog of tens of thousands of queued tasks every time
-made a submit's cost grow with the backlog (docs/benchmarks.md, "A backlog"). ``positions``
-numbers them within their queues the same way, extending the numbering when tasks rank
-after the rest. A task's priority and ``seq`` never change while it is in the map (a task
-replaced under its id, or moved to another queue, is ranked anew).
+The Queued tasks' placement order (higher priority first, then submission order) is kept
+queue by queue as tasks come and go (``hub.taskorder``): each placement cycle takes it
+(``lanes``), each submit's views read their places (``positions``), and sorting a backlog of
+tens of thousands of queued tasks every time made both grow with the backlog
+(docs/benchmarks.md, "A backlog"). ``ranked`` merges the queues (planning, explain). Tasks
+``set_aside`` (the queueing layer's parked tasks) leave the lanes but keep their places. A
+task's priority and ``seq`` never change while it is in the map (a task replaced under its
+id, or moved to another queue, is ranked anew).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from fuyao.spec import TaskState
 from hub.activetask import ActiveTask
+from hub.taskorder import Rank, TaskOrder
 
 _Filed = tuple[TaskState, str | None, bool]   # (state, cluster, reported Unschedulable)
-# (-priority, seq, when put in, id, the task, its queue): placement order (the first three
-# are unique, so a comparison never reaches the task)
-_Rank = tuple[int, int, int, str, ActiveTask, str]
+_Rank = Rank   # (-priority, seq, when put in, id, the task, its queue): hub.taskorder
 _UNFILED: tuple[None, None, bool] = (None, None, False)   # a task not in the map
 
 
@@ -53,18 +53,13 @@ class ActiveTasks(dict[str, ActiveTask]):
         self._clusters: dict[str, set[str]] = {}
         self._unschedulable: set[str] = set()
         self._dirty: set[str] = set()         # changed since last filed
-        # The Queued tasks' ranks: ``_ranked`` sorted as of the last ``ranked``, ``_unranked``
-        # queued since; an entry is current while ``_rank_of`` holds that very entry for its
-        # id (a task no longer Queued, or ranked anew, leaves a stale one, dropped later).
-        self._ranked: list[_Rank] = []
+        # The Queued tasks' ranks: ``_order`` as of the last answer, ``_unranked`` queued
+        # since, ``_gone`` the ranks forgotten since (a task no longer Queued, or ranked
+        # anew); a rank is current while ``_rank_of`` holds that very entry for its id.
+        self._ranks = TaskOrder()
         self._unranked: list[_Rank] = []
         self._rank_of: dict[str, _Rank] = {}
-        self._stale = 0
-        self._ranked_tasks: list[ActiveTask] = []     # ``_ranked``'s tasks
-        # ``_ranked``'s places in their queues (1 = next) and how many each queue has; None
-        # until asked again after a change other than tasks ranked after the rest.
-        self._numbered: dict[str, int] | None = None
-        self._per_queue: dict[str, int] = {}
+        self._gone: list[_Rank] = []
         self._feeds: list[set[str]] = [self._dirty]
         for key, task in (tasks or {}).items():
             self[key] = task
@@ -127,48 +122,49 @@ class ActiveTasks(dict[str, ActiveTask]):
 
     def ranked(self) -> list[ActiveTask]:
         """The Queued tasks in placement order: higher priority first, then lower ``seq``,
-        then put in earlier (what sorting ``queued()`` by ``(-priority, seq)`` gives)."""
-        self._rank_now()
-        return list(self._ranked_tasks)
+        then put in earlier (what sorting ``queued()`` by ``(-priority, seq)`` gives),
+        queue after queue merged; the tasks set aside too."""
+        return self._rank_now().ranked()
+
+    def lanes(self) -> dict[str, list[ActiveTask]]:
+        """Each queue's Queued tasks in placement order, but the ones set aside."""
+        return self._rank_now().lanes()
 
     def positions(self) -> Mapping[str, int]:
-        """Each Queued task's place in its queue in ``ranked`` order (1 = next). Read it
-        before the next change: the map may be updated in place."""
-        self._rank_now()
-        if self._numbered is None:
-            self._numbered, self._per_queue = {}, {}
-            self._number(self._ranked)
-        return self._numbered
+        """Each Queued task's place in its queue in ``ranked`` order (1 = next), the tasks
+        set aside counted. Read it before the next change."""
+        return _Positions(self._rank_of, self._rank_now())
 
-    def _rank_now(self) -> None:
-        """Bring ``_ranked`` (and the numbering, if kept) up to date."""
+    def set_aside(self, tasks: Iterable[ActiveTask]) -> None:
+        """Leave these Queued tasks out of ``lanes`` (not of ``ranked`` or their places)
+        until ``restore`` or until they leave the queue; a task no longer Queued, or
+        replaced, is skipped."""
+        order, rank_of = self._rank_now(), self._rank_of
+        ranks = [(rank_of.get(t.id), t) for t in tasks]
+        order.set_aside([rank for rank, task in ranks if rank is not None and rank[4] is task])
+
+    def restore(self) -> None:
+        """Every task set aside is in ``lanes`` again."""
+        self._rank_now().restore()
+
+    def is_aside(self, task: ActiveTask) -> bool:
+        """Is ``task`` (this very object) set aside?"""
+        rank = self._rank_now().aside(task.id)
+        return rank is not None and rank[4] is task
+
+    def aside_count(self) -> int:
+        """How many Queued tasks are set aside."""
+        return self._rank_now().aside_count
+
+    def _rank_now(self) -> TaskOrder:
+        """Bring the order up to date with the tasks ranked and forgotten since."""
         self._filed_now()
-        if not (self._stale or self._unranked):
-            return
-        rank_of = self._rank_of
-        fresh = sorted(r for r in self._unranked if rank_of.get(r[3]) is r)
-        if not self._stale and (not fresh or not self._ranked or self._ranked[-1] < fresh[0]):
-            # A submit's usual case: every new task ranks after the rest.
-            self._ranked += fresh
-            self._ranked_tasks += [r[4] for r in fresh]
-            if self._numbered is not None:
-                self._number(fresh)
-        else:
-            kept = ([r for r in self._ranked if rank_of.get(r[3]) is r] if self._stale
-                    else list(self._ranked))
-            kept += fresh
-            kept.sort()       # two sorted runs: one merge
-            self._ranked, self._ranked_tasks = kept, [r[4] for r in kept]
-            self._numbered = None
-        self._unranked, self._stale = [], 0
-
-    def _number(self, ranks: list[_Rank]) -> None:
-        """Number ``ranks`` (in order, after those numbered already) within their queues."""
-        numbered, per_queue = self._numbered, self._per_queue
-        assert numbered is not None
-        for rank in ranks:
-            queue = rank[5]
-            numbered[rank[3]] = per_queue[queue] = per_queue.get(queue, 0) + 1
+        if self._gone or self._unranked:
+            rank_of = self._rank_of
+            fresh = sorted(r for r in self._unranked if rank_of.get(r[3]) is r)
+            self._ranks.update(fresh, self._gone)
+            self._unranked, self._gone = [], []
+        return self._ranks
 
     def on_cluster(self, cluster: str) -> list[ActiveTask]:
         """The tasks whose cluster is ``cluster``."""
@@ -204,8 +200,9 @@ class ActiveTasks(dict[str, ActiveTask]):
 
     def _unrank(self, key: str) -> None:
         """Forget ``key``'s rank (its entry goes stale)."""
-        if self._rank_of.pop(key, None) is not None:
-            self._stale += 1
+        rank = self._rank_of.pop(key, None)
+        if rank is not None:
+            self._gone.append(rank)
 
     def _listed(self, keys: Iterable[str]) -> list[ActiveTask]:
         return [self[k] for k in sorted(keys, key=self._order.__getitem__)]
@@ -270,3 +267,21 @@ class ActiveTasks(dict[str, ActiveTask]):
                 self._unschedulable.add(key)
             else:
                 self._unschedulable.discard(key)
+
+
+class _Positions(Mapping[str, int]):
+    """``ActiveTasks.positions``: each Queued task's place, worked out when read."""
+
+    __slots__ = ("_order", "_rank_of")
+
+    def __init__(self, rank_of: Mapping[str, Rank], order: TaskOrder) -> None:
+        self._rank_of, self._order = rank_of, order
+
+    def __getitem__(self, key: str) -> int:
+        return self._order.position(self._rank_of[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rank_of)
+
+    def __len__(self) -> int:
+        return len(self._rank_of)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,12 @@ class Preemption:
         self.preempting: dict[str, tuple[str, tuple[str, ...]]] = {}  # preemptor -> plan
         self.evicted: dict[str, tuple[str, str, float]] = {}  # victim -> by, cluster, until
 
-    def prune(self, waiting: set[str]) -> None:
+    @property
+    def tracking(self) -> bool:
+        """True while some preemptor or victim is remembered (``prune`` has work)."""
+        return bool(self.preempting or self.evicted)
+
+    def prune(self, waiting: Container[str]) -> None:
         """Forget preemptors and victims no longer queued (placed, ended or cancelled)."""
         for task_id in [p for p in self.preempting if p not in waiting]:
             del self.preempting[task_id]

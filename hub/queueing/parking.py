@@ -14,7 +14,8 @@ workloads aside the same way. Here:
   fit code on a scratch copy with every node free (``Planner.fits_empty``), per request
   shape and cluster, kept while that cluster's ``capacity_version`` and
   ``settings_version`` stand; if none could, the task is parked;
-- ``waiting`` leaves the parked tasks out of the next cycles while the fleet's
+- the next cycles leave the parked tasks out (set aside in the task map at the end of the
+  cycle, ``flush``: the cycle's lanes no longer hold them, ``hub.taskorder``) while the fleet's
   ``offer_version`` stands (no cluster joined or left, no cluster's nodes offer other
   amounts, labels or devices, no cluster's settings changed) and the task is the same
   object (a changed spec or priority files a new one). The first such change returns every
@@ -34,7 +35,8 @@ the most it ever can, so a task that fits no empty cluster fits no cluster now
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Protocol
 
 from hub.activetask import ActiveTask
 from hub.fleet import ClusterInfo, FleetView
@@ -51,22 +53,33 @@ def shape_of(req: PlacementRequest) -> tuple[Hashable, ...]:
     return (req.selector_key, req.requests, req.cluster_key, req.priority, req.failover)
 
 
+class Shelf(Protocol):
+    """Where parked tasks are kept out of the cycles' lanes: ``ActiveTasks`` (``set_aside``,
+    ``hub.taskorder``), so a cycle does not even pass over them."""
+
+    def set_aside(self, tasks: Iterable[ActiveTask]) -> None: ...
+    def restore(self) -> None: ...
+    def is_aside(self, task: ActiveTask) -> bool: ...
+    def aside_count(self) -> int: ...
+
+
 class Parking:
     """The parked tasks, and whether a request shape could fit each cluster empty."""
 
-    def __init__(self, fleet: FleetView, fits_empty: FitsEmpty) -> None:
+    def __init__(self, fleet: FleetView, fits_empty: FitsEmpty, shelf: Shelf) -> None:
         self.fleet = fleet
         self._fits_empty = fits_empty
+        self._shelf = shelf
         # (shape, cluster name) -> (cluster, capacity_version, settings_version, answer)
         self._verdicts: dict[tuple[Hashable, str], tuple[ClusterInfo, int, int, bool]] = {}
         self._never: dict[Hashable, bool] = {}       # shape -> fits no cluster (at _stamp)
-        self._parked: dict[str, ActiveTask] = {}      # task id -> the task as parked
+        self._pending: dict[str, ActiveTask] = {}     # parked this cycle, shelved at flush
         self._stamp: tuple[object, int] | None = None  # the fleet's offer_version of both
 
     def __len__(self) -> int:
-        """How many tasks are parked now (stale entries dropped at the next ``waiting``)."""
+        """How many tasks are parked now."""
         self._current()
-        return len(self._parked)
+        return self._shelf.aside_count() + len(self._pending)
 
     def could_fit(self, cluster: ClusterInfo, request: PlacementRequest) -> bool:
         """Would ``request`` fit ``cluster`` with nothing running there? Kept per request
@@ -85,7 +98,8 @@ class Parking:
         return answer
 
     def consider(self, task: ActiveTask) -> bool:
-        """After ``task`` missed: park it if no cluster could take it empty. True if parked."""
+        """After ``task`` missed: park it if no cluster could take it empty. True if parked
+        (it leaves the lanes at ``flush``, the end of the cycle)."""
         request = task.request()
         if request.requests.gpu_mem_mib or task.divisible or self._per_node(request):
             return False
@@ -98,7 +112,7 @@ class Parking:
                 self._never.clear()
             self._never[shape] = never
         if never:
-            self._parked[task.id] = task
+            self._pending[task.id] = task
         return never
 
     def _per_node(self, request: PlacementRequest) -> bool:
@@ -107,32 +121,34 @@ class Parking:
         keys = self.fleet.per_node_label_keys
         return any(r.key in keys for r in request.selector.requirements)
 
+    def flush(self) -> None:
+        """Shelve the tasks parked since the last flush (once a cycle: one pass)."""
+        if self._pending:
+            self._shelf.set_aside(self._pending.values())
+            self._pending.clear()
+
+    def refresh(self) -> None:
+        """Return every parked task to the lanes if the fleet's offer moved (a cycle asks
+        this before it takes the lanes)."""
+        self._current()
+
     def parked(self, task: ActiveTask) -> bool:
         """True while ``task`` (this very object) is parked."""
         self._current()
-        return self._parked.get(task.id) is task
+        return self._pending.get(task.id) is task or self._shelf.is_aside(task)
 
-    def waiting(self, queued: Sequence[ActiveTask]) -> Sequence[ActiveTask]:
-        """``queued`` without the tasks parked (in its order); entries of tasks no longer
-        queued as parked are dropped."""
-        self._current()
-        parked = self._parked
-        if not parked:
-            return queued
-        get = parked.get
-        out = [t for t in queued if get(t.id) is not t]
-        if len(out) + len(parked) != len(queued):    # some entry is stale: keep the live ones
-            live = {t.id: t for t in queued}
-            self._parked = {i: t for i, t in parked.items() if live.get(i) is t}
-        return out
+    def waiting(self, queued: Sequence[ActiveTask]) -> list[ActiveTask]:
+        """``queued`` without the tasks parked, in its order."""
+        return [t for t in queued if not self.parked(t)]
 
     def _current(self) -> None:
-        """Forget every parked task and shape verdict if the fleet's offer moved."""
+        """Return every parked task and forget the shape verdicts if the fleet's offer
+        moved."""
         stamp = self.fleet.offer_version
         old = self._stamp
         if old is not None and old[0] is stamp[0] and old[1] == stamp[1]:
             return
         self._stamp = stamp
-        self._parked.clear()
+        self._shelf.restore()
+        self._pending.clear()
         self._never.clear()
-

@@ -16,12 +16,12 @@ use), ``cycle`` (one cycle's order), ``eviction`` and ``preempt`` (preemption), 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import Any
 
 from fuyao.errors import InvalidInput
 from fuyao.queues import QueueSpec, QueueUpdate, QueueView
-from fuyao.spec import TaskSpec
+from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask, Command
 from hub.fleet import FleetView
 from hub.placement.framework import PlacementRequest
@@ -57,7 +57,7 @@ class Queueing:
         self.ledger = Ledger()                       # the admitted tasks' (between cycles)
         self.planner = Planner(fleet, profile, headroom_priority, self.models)
         self.preemption = Preemption(self)
-        self.parking = Parking(fleet, self.planner.fits_empty)
+        self.parking = Parking(fleet, self.planner.fits_empty, tasks.active)
 
     # -- queues -------------------------------------------------------------------------------
 
@@ -148,38 +148,48 @@ class Queueing:
 
     # -- a placement cycle --------------------------------------------------------------------
 
-    def begin(self, queued: Sequence[ActiveTask], limit: int | None = None) -> Cycle:
-        """This cycle's order over ``queued`` (already sorted by priority, then age): the
-        first ``limit`` of them that are not parked (``hub.queueing.parking``)."""
-        queued = self.parking.waiting(queued)
-        if limit is not None:
-            queued = queued[:limit]
+    def begin(self, queued: Sequence[ActiveTask] | None = None,
+              limit: int | None = None) -> Cycle:
+        """This cycle's order: each queue's tasks not parked (``hub.queueing.parking``), at
+        most ``limit`` of each, as the task book keeps them (``TaskBook.lanes``) - or, for
+        tests and benches, ``queued`` (sorted by priority, then age) split by queue."""
+        self.parking.refresh()
+        groups: dict[str, list[ActiveTask]]
+        if queued is None:
+            groups = self.tasks.lanes()
+        else:
+            groups = {}
+            for task in self.parking.waiting(queued):
+                groups.setdefault(task.queue, []).append(task)
+        lanes: dict[str, _Lane] = {}
+        for queue, tasks in groups.items():
+            state = self.book.states.get(queue) or QueueState(queue)
+            lanes[queue] = _Lane(state, tasks if limit is None else tasks[:limit])
+        if self.reserved or self.preemption.tracking:
+            self._prune(_Waiting(self))
+        active = self.tasks.active
+        for task_id in [t for t in self.models if t not in active]:
+            del self.models[task_id]
+        self.usage = copy_usage(self._usage())
+        return Cycle(self, lanes, self.usage, self.totals(),
+                     [c.name for c in self.fleet.ordered])
+
+    def _prune(self, waiting: Container[str]) -> None:
+        """Forget the holds and preemptions of tasks no longer waiting to be placed (placed,
+        ended, cancelled or parked) and the holds that lapsed."""
         now = time.monotonic()
-        waiting = {t.id for t in queued}
         for cluster, hold in list(self.reserved.items()):
             if hold.until < now or hold.task_id not in waiting:
                 del self.reserved[cluster]
         self.preemption.prune(waiting)
-        active = self.tasks.active
-        for task_id in [t for t in self.models if t not in active]:
-            del self.models[task_id]
-        lanes: dict[str, _Lane] = {}
-        for task in queued:
-            lane = lanes.get(task.queue)
-            if lane is None:
-                state = self.book.states.get(task.queue) or QueueState(task.queue)
-                lane = lanes[task.queue] = _Lane(state, [])
-            lane.tasks.append(task)
-        self.usage = copy_usage(self._usage())
-        return Cycle(self, lanes, self.usage, self.totals(),
-                     [c.name for c in self.fleet.ordered])
 
     def finish(self, cycle: Cycle) -> None:
         """Keep what the cycle learnt: quota holds, blocked heads. (The queue positions are
         the task map's, kept as tasks come and go: numbering them at the end of every cycle,
         read or not, cost more than the cycle's decisions with tens of thousands of tasks
-        queued: docs/benchmarks.md, "A backlog".)"""
+        queued: docs/benchmarks.md, "A backlog".) The tasks it parked leave the lanes."""
         self.holds, self.blocked = cycle.holds, cycle.heads
+        self.parking.flush()
 
     def hold_cluster(self, cluster: str, task: ActiveTask, rank: Rank, kind: str) -> None:
         """Keep ``cluster`` for ``task`` (unless a higher-ranked task holds it)."""
@@ -220,3 +230,16 @@ class Queueing:
         Carried out by ``hub.queueing.eviction.Preemption``.
         """
         return await self.preemption.run(cycle)
+
+
+class _Waiting:
+    """"Is this task still waiting to be placed?" (Queued, not being re-queued, not parked),
+    asked of the few tasks holding a cluster or a preemption, not built for every task."""
+
+    def __init__(self, owner: Queueing) -> None:
+        self.owner = owner
+
+    def __contains__(self, task_id: object) -> bool:
+        task = self.owner.tasks.active.get(task_id) if isinstance(task_id, str) else None
+        return (task is not None and task.state == TaskState.QUEUED and not task.saving
+                and not self.owner.parking.parked(task))

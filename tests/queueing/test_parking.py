@@ -31,6 +31,7 @@ from hub.placement.profile import DEFAULT_PROFILE
 from hub.placement.scheduler import Scheduler
 from hub.queueing.parking import Parking
 from hub.queueing.preempt import Planner
+from hub.taskindex import ActiveTasks
 from tests.placement.builders import node
 from tests.queueing.conftest import add_cluster, placed, quiet_harness, submit
 
@@ -84,19 +85,23 @@ def _fleet(shape: list[tuple[Any, ...]]) -> FleetView:
     return fleet
 
 
-def _task(spec: dict[str, Any]) -> ActiveTask:
+def _task(spec: dict[str, Any], shelf: ActiveTasks) -> ActiveTask:
+    """A Queued task of ``spec``, put in the task map ``shelf`` (where parking sets it aside)."""
     fields = {k: v for k, v in spec.items() if k not in ("tolerate", "priority")}
     if spec["tolerate"]:
         fields["tolerations"] = [Toleration(key="dedicated", value="x")]
     tid = f"t{next(_IDS)}"
-    return ActiveTask(id=tid, name=tid, spec=TaskSpec(name=tid, **fields),
-                      state=TaskState.QUEUED, queue="default", priority=spec["priority"],
-                      seq=1, created_at=NOW, updated_at=NOW)
+    shelf[tid] = task = ActiveTask(
+        id=tid, name=tid, spec=TaskSpec(name=tid, **fields), state=TaskState.QUEUED,
+        queue="default", priority=spec["priority"], seq=1, created_at=NOW, updated_at=NOW)
+    return task
 
 
-def _parking(fleet: FleetView) -> Parking:
+def _parking(fleet: FleetView) -> tuple[Parking, ActiveTasks]:
+    """Parking over ``fleet``, and the task map it sets parked tasks aside in."""
     planner = Planner(fleet, DEFAULT_PROFILE, 10**9, {})
-    return Parking(fleet, planner.fits_empty)
+    shelf = ActiveTasks()
+    return Parking(fleet, planner.fits_empty, shelf), shelf
 
 
 def per_node(task: ActiveTask) -> bool:
@@ -160,30 +165,37 @@ def test_a_parked_task_is_one_the_engine_misses_for_as_long_as_it_stays_parked(
         shape: list[tuple[Any, ...]], asked: list[dict[str, Any]],
         steps: list[tuple[str, int, int]]) -> None:
     fleet = _fleet(shape)
-    parking = _parking(fleet)
-    tasks = [_task(spec) for spec in asked]
+    parking, shelf = _parking(fleet)
+    tasks = [_task(spec, shelf) for spec in asked]
     for task in tasks:
         if parking.consider(task):
             assert _misses(fleet, task)
         elif not per_node(task):   # not parked: some cluster would take it empty
             assert any(Planner(fleet, DEFAULT_PROFILE, 10**9, {}).fits_empty(c, task.request())
                        for c in fleet.ordered)
+    parking.flush()     # the end of a cycle: parked tasks leave the lanes
+    assert _in_lanes(shelf) == {t.id for t in tasks if not parking.parked(t)}
     for kind, which, amount in steps:
         _change(fleet, shape, kind, which, amount)
         for task in tasks:
             if parking.parked(task):
                 assert _misses(fleet, task), (kind, which, amount)
-    waiting = parking.waiting(tasks)
-    assert [t for t in tasks if not parking.parked(t)] == list(waiting)
+    parking.refresh()   # the start of the next cycle
+    assert _in_lanes(shelf) == {t.id for t in tasks if not parking.parked(t)}
+    assert [t for t in tasks if not parking.parked(t)] == parking.waiting(tasks)
+
+
+def _in_lanes(shelf: ActiveTasks) -> set[str]:
+    return {t.id for lane in shelf.lanes().values() for t in lane}
 
 
 def test_parked_until_a_node_that_could_take_it_joins_then_waiting_again() -> None:
     fleet = _fleet([([("A100", 4, 64, "a", False, 0)], ClusterState.READY, False, False)])
-    parking = _parking(fleet)
+    parking, shelf = _parking(fleet)
     b200 = _task({"gpu": 1, "gpu_model": "B200", "cpu": "1", "selector": None,
-                  "tolerate": False, "priority": 0})
+                  "tolerate": False, "priority": 0}, shelf)
     a100 = _task({"gpu": 1, "gpu_model": "A100", "cpu": "1", "selector": None,
-                  "tolerate": False, "priority": 0})
+                  "tolerate": False, "priority": 0}, shelf)
     assert parking.consider(b200) and not parking.consider(a100)
     assert list(parking.waiting([b200, a100])) == [a100]
     fleet.reserve("c0", "x", TaskSpec(name="x", cpu="1").requests(), ["c0-n0"])  # use: stays
@@ -195,9 +207,9 @@ def test_parked_until_a_node_that_could_take_it_joins_then_waiting_again() -> No
 
 def test_a_cluster_not_ready_cordoned_or_tainted_parks_it_until_its_settings_change() -> None:
     fleet = _fleet([([("A100", 4, 64, "a", False, 0)], ClusterState.NOT_READY, True, True)])
-    parking = _parking(fleet)
+    parking, shelf = _parking(fleet)
     a100 = _task({"gpu": 1, "gpu_model": "A100", "cpu": "1", "selector": None,
-                  "tolerate": False, "priority": 0})
+                  "tolerate": False, "priority": 0}, shelf)
     for settle in (lambda: fleet.set_state("c0", ClusterState.READY),
                    lambda: fleet.set_cordoned("c0", False),
                    lambda: fleet.upsert_cluster("c0", labels={}, weight=1, headroom=0.0,
@@ -210,9 +222,9 @@ def test_a_cluster_not_ready_cordoned_or_tainted_parks_it_until_its_settings_cha
 
 def test_more_cards_than_any_node_is_parked_until_a_node_grows() -> None:
     fleet = _fleet([([("A100", 4, 64, "a", False, 0)], ClusterState.READY, False, False)])
-    parking = _parking(fleet)
+    parking, shelf = _parking(fleet)
     eight = _task({"gpu": 8, "gpu_model": "A100", "cpu": "1", "selector": None,
-                   "tolerate": False, "priority": 0})
+                   "tolerate": False, "priority": 0}, shelf)
     assert parking.consider(eight)
     fleet.apply_delta("c0", [_node("c0-n0", ("A100", 4, 64, "a", False, 2))], [])
     assert parking.parked(eight)              # its use changed, not what it offers
@@ -223,12 +235,12 @@ def test_more_cards_than_any_node_is_parked_until_a_node_grows() -> None:
 
 def test_a_gfd_timestamp_moves_no_capacity_and_a_selector_on_one_is_never_parked() -> None:
     fleet = _fleet([([("A100", 4, 64, "a", False, 0)], ClusterState.READY, False, False)])
-    parking = _parking(fleet)
+    parking, shelf = _parking(fleet)
     b200 = _task({"gpu": 1, "gpu_model": "B200", "cpu": "1", "selector": None,
-                  "tolerate": False, "priority": 0})
+                  "tolerate": False, "priority": 0}, shelf)
     pinned = _task({"gpu": 1, "gpu_model": "A100", "cpu": "1",
                     "selector": "nvidia.com/gfd.timestamp=7", "tolerate": False,
-                    "priority": 0})
+                    "priority": 0}, shelf)
     assert parking.consider(b200) and _misses(fleet, pinned)
     assert not parking.consider(pinned)       # its node's next timestamp could match
     fleet.apply_delta("c0", [_node("c0-n0", ("A100", 4, 64, "a", False, 0), stamp=7)], [])
@@ -237,9 +249,9 @@ def test_a_gfd_timestamp_moves_no_capacity_and_a_selector_on_one_is_never_parked
 
 def test_memory_shares_and_divisible_tasks_are_never_parked() -> None:
     fleet = _fleet([([("T4", 1, 8, "a", False, 0)], ClusterState.READY, False, False)])
-    parking = _parking(fleet)
+    parking, shelf = _parking(fleet)
     shares = _task({"gpu": 0, "gpu_model": None, "cpu": "1", "selector": "zone=c",
-                    "tolerate": False, "priority": 0})
+                    "tolerate": False, "priority": 0}, shelf)
     shares.spec = shares.spec.model_copy(update={"gpu_mem": "200Gi"})
     split = ActiveTask(id="s", name="s", spec=TaskSpec(name="s", gpu=1, gpu_model="B200",
                                                        replicas=4),

@@ -6,8 +6,9 @@ ledger reads its change feed; every ``/metrics`` scrape asks how many tasks are 
 state (``fuyao_tasks``). A wrong answer would skip a task or place it twice, or count it
 wrong, so the rule is held over random puts, removals and field changes, in any order.
 Its placement order of the Queued tasks (``ranked``, kept up as tasks come and go) is held
-to sorting them by priority, then ``seq``, the way the placement cycle used to, and their
-places in their queues (``positions``) to numbering that order queue by queue.
+to sorting them by priority, then ``seq``, the way the placement cycle used to, their
+places in their queues (``positions``) to numbering that order queue by queue, and the
+cycle's ``lanes`` to that order grouped by queue without the tasks set aside (parked).
 """
 
 from __future__ import annotations
@@ -43,7 +44,19 @@ step = st.one_of(
     st.tuples(st.just("unschedulable"), st.integers(0, 9), st.sampled_from([None, 1.0])),
     st.tuples(st.just("queue"), st.integers(0, 9), st.sampled_from(["default", "a", "b"])),
     st.tuples(st.just("ask"), st.integers(0, 9)),
+    st.tuples(st.just("aside"), st.integers(0, 9)),
+    st.tuples(st.just("restore"), st.integers(0, 9)),
 )
+
+Aside = dict[str, tuple[ActiveTask, str]]   # the model: id -> (task, queue) set aside
+
+
+def _observe(tasks: ActiveTasks, aside: Aside) -> None:
+    """The map has just looked (an answer): a task set aside stays so while it is the same
+    object, Queued and in the same queue at each look."""
+    for key, (task, queue) in list(aside.items()):
+        if tasks.get(key) is not task or task.state != TaskState.QUEUED or task.queue != queue:
+            del aside[key]
 
 
 def _apply(tasks: ActiveTasks, kind: str, key: str, value: object) -> None:
@@ -62,7 +75,7 @@ def _filing(task: ActiveTask) -> tuple[object, ...]:
     return (task.state, task.cluster, task.unschedulable_since)
 
 
-def _check(tasks: ActiveTasks) -> None:
+def _check(tasks: ActiveTasks, aside: Aside) -> None:
     scan = list(tasks.values())
     assert tasks.queued() == [t for t in scan if t.state == TaskState.QUEUED]
     # Placement order: a stable sort of the scan's Queued tasks (ties keep the map's order).
@@ -75,6 +88,15 @@ def _check(tasks: ActiveTasks) -> None:
         per_queue[t.queue] += 1
         numbered[t.id] = per_queue[t.queue]
     assert dict(tasks.positions()) == numbered
+    # Lanes: each queue's tasks in that order, but the ones set aside (counted above).
+    _observe(tasks, aside)
+    lanes: dict[str, list[int]] = {}
+    for t in ranked:
+        if t.id not in aside:
+            lanes.setdefault(t.queue, []).append(id(t))
+    assert {q: [id(t) for t in ts] for q, ts in tasks.lanes().items()} == lanes
+    assert tasks.aside_count() == len(aside)
+    assert all(tasks.is_aside(t) == (t.id in aside) for t in scan)
     for cluster in ("c0", "c1"):
         assert tasks.on_cluster(cluster) == [t for t in scan if t.cluster == cluster]
     assert tasks.unschedulable() == [t for t in scan if t.unschedulable_since is not None]
@@ -86,17 +108,26 @@ def _check(tasks: ActiveTasks) -> None:
     assert list(tasks.states().items()) == [(s, recount[s]) for s in TaskState if recount[s]]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.lists(step, max_size=80))
 def test_filed_answers_equal_a_scan_of_every_task(steps: list[tuple[object, ...]]) -> None:
     tasks = ActiveTasks()
     feed = tasks.feed()
+    aside: Aside = {}
     seen: dict[str, tuple[object, ...]] = {}   # each task's filing at the last look
     for kind, index, *rest in steps:
         key = f"t{index}"
         _apply(tasks, str(kind), key, rest[0] if rest else None)
+        if kind == "aside":
+            tasks.set_aside([tasks[key]] if key in tasks else [])
+            _observe(tasks, aside)
+            if key in tasks and tasks[key].state == TaskState.QUEUED:
+                aside[key] = (tasks[key], tasks[key].queue)
+        elif kind == "restore":
+            tasks.restore()
+            aside.clear()
         if kind == "ask":
-            _check(tasks)
+            _check(tasks, aside)
             # Every task whose filing could have changed since the last look is in the feed.
             now = {k: _filing(t) for k, t in tasks.items()}
             for k in set(seen) | set(now):
@@ -104,7 +135,7 @@ def test_filed_answers_equal_a_scan_of_every_task(steps: list[tuple[object, ...]
                     assert k in feed
             seen = now
             feed.clear()
-    _check(tasks)
+    _check(tasks, aside)
 
 
 def test_a_task_taken_out_is_no_longer_watched() -> None:
@@ -126,3 +157,29 @@ def test_counts_follow_a_tasks_states_and_forget_an_empty_one() -> None:
     tasks["b"] = _task("b")                      # replaced by a new object, still Queued
     del tasks["a"]
     assert tasks.states() == {TaskState.QUEUED: 1}
+
+
+def _ids(tasks: ActiveTasks) -> dict[str, list[str]]:
+    return {q: [t.id for t in ts] for q, ts in tasks.lanes().items()}
+
+
+def test_tasks_set_aside_leave_the_lanes_keep_their_places_and_come_back_in_order() -> None:
+    tasks = ActiveTasks({k: _task(k, 0, s) for k, s in (("a", 1), ("b", 2), ("c", 3))})
+    tasks.set_aside([tasks["a"], tasks["c"]])
+    assert _ids(tasks) == {"default": ["b"]}
+    assert dict(tasks.positions()) == {"a": 1, "b": 2, "c": 3}
+    tasks["a"].state = TaskState.RUNNING        # an aside task leaves the queue
+    assert dict(tasks.positions()) == {"b": 1, "c": 2} and tasks.aside_count() == 1
+    tasks["d"] = _task("d", 1, 9)               # ranks first
+    tasks["e"] = _task("e", 0, 0)               # falls between others
+    assert _ids(tasks) == {"default": ["d", "e", "b"]}
+    assert dict(tasks.positions()) == {"d": 1, "e": 2, "b": 3, "c": 4}
+    tasks.restore()
+    assert _ids(tasks) == {"default": ["d", "e", "b", "c"]} and tasks.aside_count() == 0
+
+
+def test_new_tasks_that_interleave_with_the_queue_are_merged_in_order() -> None:
+    tasks = ActiveTasks({k: _task(k, 0, s) for k, s in (("a", 1), ("b", 3), ("c", 5))})
+    assert _ids(tasks) == {"default": ["a", "b", "c"]}
+    tasks["x"], tasks["y"] = _task("x", 0, 2), _task("y", 0, 4)
+    assert _ids(tasks) == {"default": ["a", "x", "b", "y", "c"]}
