@@ -16,7 +16,8 @@ through the real join flow, then
 
 With ``--backlog N``, N tasks that no member can run (a GPU model none has, priority -1) are
 queued before the burst and wait through every phase, as an over-subscribed fleet's queue
-does.
+does; a hub that parks them (``fuyao_tasks_parked``, ``hub.queueing.parking``) has them all
+parked before the burst starts (``backlog_parked_s``: from their first submit).
 
 Latency is from the ``Submitted`` to the ``Running`` event of each sampled task (both stamped
 by the hub). The breakdown of each phase comes from the hub's ``fuyao_task_stage_seconds``
@@ -102,6 +103,8 @@ class HubMetrics:
             for sample in family.samples:
                 if sample.name == "fuyao_tasks":
                     tasks[sample.labels["state"]] = sample.value
+                elif sample.name == "fuyao_tasks_parked":
+                    tasks["parked"] = sample.value
                 elif sample.name.startswith("fuyao_task_stage_seconds"):
                     stage = stages.get(sample.labels.get("stage", ""))
                     if stage is None:
@@ -115,8 +118,9 @@ class HubMetrics:
         return {"tasks": tasks, "stages": stages}
 
     def count(self, state: str) -> int:
-        """Active tasks in ``state``."""
-        return int(self.scrape()["tasks"].get(state, 0))
+        """Active tasks in ``state`` (``parked``: the queued tasks set aside, -1 for a hub
+        that does not park)."""
+        return int(self.scrape()["tasks"].get(state, -1 if state == "parked" else 0))
 
 
 def breakdown(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -368,6 +372,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             submit(stack, "waiting", args.backlog, 1000, WAITING, submitters=1)
             result["backlog"] = args.backlog
             result["backlog_stored_s"] = round(time.perf_counter() - started, 1)
+            if metrics.count("parked") >= 0:   # a hub that parks: the phases start after
+                wait_for(lambda: metrics.count("parked") >= args.backlog, args.timeout,
+                         "the backlog to be parked")
+                result["backlog_parked_s"] = round(time.perf_counter() - started, 1)
         with stack.client() as client:
             burst = phase(stack, client, metrics, args, "job", args.tasks,
                           {"gpu": 1, "duration": f"{args.burst_duration:g}s"})

@@ -45,6 +45,7 @@ from hub.placement.framework import PlacementRequest
 FitsEmpty = Callable[[ClusterInfo, PlacementRequest], bool]
 
 _KEPT = 4096    # (shape, cluster) verdicts and shapes kept; more: start over
+_ASKED = 65536  # requests whose answer is kept; more: start over
 
 
 def shape_of(req: PlacementRequest) -> tuple[Hashable, ...]:
@@ -73,6 +74,9 @@ class Parking:
         # (shape, cluster name) -> (cluster, capacity_version, settings_version, answer)
         self._verdicts: dict[tuple[Hashable, str], tuple[ClusterInfo, int, int, bool]] = {}
         self._never: dict[Hashable, bool] = {}       # shape -> fits no cluster (at _stamp)
+        # id(request) -> (request, never): a task missing cycle after cycle asks with the
+        # same request object (``ActiveTask.request``); kept alive here, so ids are not reused
+        self._asked: dict[int, tuple[PlacementRequest, bool]] = {}
         self._pending: dict[str, ActiveTask] = {}     # parked this cycle, shelved at flush
         self._stamp: tuple[object, int] | None = None  # the fleet's offer_version of both
 
@@ -100,10 +104,24 @@ class Parking:
     def consider(self, task: ActiveTask) -> bool:
         """After ``task`` missed: park it if no cluster could take it empty. True if parked
         (it leaves the lanes at ``flush``, the end of the cycle)."""
+        self._current()
         request = task.request()
+        known = self._asked.get(id(request))
+        if known is not None and known[0] is request:   # it missed before: same answer
+            never = known[1]
+        else:
+            never = self._never_fits(task, request)
+            if len(self._asked) >= _ASKED:
+                self._asked.clear()
+            self._asked[id(request)] = (request, never)
+        if never:
+            self._pending[task.id] = task
+        return never
+
+    def _never_fits(self, task: ActiveTask, request: PlacementRequest) -> bool:
+        """``consider``'s question for a request not asked since the fleet's offer moved."""
         if request.requests.gpu_mem_mib or task.divisible or self._per_node(request):
             return False
-        self._current()
         shape = shape_of(request)
         never = self._never.get(shape)
         if never is None:
@@ -111,8 +129,6 @@ class Parking:
             if len(self._never) >= _KEPT:
                 self._never.clear()
             self._never[shape] = never
-        if never:
-            self._pending[task.id] = task
         return never
 
     def _per_node(self, request: PlacementRequest) -> bool:
@@ -152,3 +168,4 @@ class Parking:
         self._shelf.restore()
         self._pending.clear()
         self._never.clear()
+        self._asked.clear()
