@@ -26,10 +26,11 @@ def run_bench(script: str, *args: str) -> dict[str, Any]:
 
 
 def test_e2e_bench_places_every_task_on_ten_clusters_and_says_where_the_time_went() -> None:
-    """With a backlog nothing can run waiting throughout (``--backlog``): every phase still
-    ends once its own tasks run."""
+    """With a backlog nothing can run waiting throughout (``--backlog``): the hub parks it
+    before the burst, and every phase still ends once its own tasks run."""
     result = run_bench("e2e_bench.py", "--backlog", "300")
     assert result["clusters"] == 10 and result["backlog"] == 300
+    assert result["backlog_parked_s"] >= result["backlog_stored_s"] >= 0
     assert result["baseline_grpc_echo_per_s"] > 0 and result["baseline_stored_per_s"] > 0
     for phase in (result["burst"], result["half_load"]):
         assert phase["placements_per_s"] > 0 and phase["running_per_s"] > 0
