@@ -115,7 +115,7 @@ class DeviceColumns(_message.Message):
     def __init__(self, model: _Optional[str] = ..., memory_mib: _Optional[int] = ..., free_milli: _Optional[_Iterable[int]] = ..., free_memory_mib: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "labels", "allocatable", "free", "devices", "unschedulable", "device_columns")
+    __slots__ = ("name", "labels", "allocatable", "free", "devices", "unschedulable", "device_columns", "label_set")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class Node(_message.Message):
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
     DEVICE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SET_FIELD_NUMBER: _ClassVar[int]
     name: str
     labels: _containers.ScalarMap[str, str]
     allocatable: Resources
@@ -137,7 +138,21 @@ class Node(_message.Message):
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     unschedulable: bool
     device_columns: DeviceColumns
-    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Union[Resources, _Mapping]] = ..., free: _Optional[_Union[Resources, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., unschedulable: _Optional[bool] = ..., device_columns: _Optional[_Union[DeviceColumns, _Mapping]] = ...) -> None: ...
+    label_set: int
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Union[Resources, _Mapping]] = ..., free: _Optional[_Union[Resources, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., unschedulable: _Optional[bool] = ..., device_columns: _Optional[_Union[DeviceColumns, _Mapping]] = ..., label_set: _Optional[int] = ...) -> None: ...
+
+class LabelSet(_message.Message):
+    __slots__ = ("labels",)
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskReport(_message.Message):
     __slots__ = ("task_id", "generation", "phase", "node", "reason", "at_unix_ms")
@@ -175,24 +190,28 @@ class Hello(_message.Message):
     def __init__(self, agent_version: _Optional[str] = ..., backend: _Optional[str] = ..., cluster_labels: _Optional[_Mapping[str, str]] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Inventory(_message.Message):
-    __slots__ = ("seq", "nodes", "tasks")
+    __slots__ = ("seq", "nodes", "tasks", "label_sets")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SETS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskReport]
-    def __init__(self, seq: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskReport, _Mapping]]] = ...) -> None: ...
+    label_sets: _containers.RepeatedCompositeFieldContainer[LabelSet]
+    def __init__(self, seq: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskReport, _Mapping]]] = ..., label_sets: _Optional[_Iterable[_Union[LabelSet, _Mapping]]] = ...) -> None: ...
 
 class InventoryDelta(_message.Message):
-    __slots__ = ("seq", "upserted", "removed")
+    __slots__ = ("seq", "upserted", "removed", "label_sets")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     UPSERTED_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SETS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     upserted: _containers.RepeatedCompositeFieldContainer[Node]
     removed: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, seq: _Optional[int] = ..., upserted: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., removed: _Optional[_Iterable[str]] = ...) -> None: ...
+    label_sets: _containers.RepeatedCompositeFieldContainer[LabelSet]
+    def __init__(self, seq: _Optional[int] = ..., upserted: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., removed: _Optional[_Iterable[str]] = ..., label_sets: _Optional[_Iterable[_Union[LabelSet, _Mapping]]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("sent_unix_ms",)
