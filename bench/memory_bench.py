@@ -30,7 +30,8 @@ decoding the first cluster's reports into ``NodeInfo``s (``node_from_proto``: wh
 nodes still go through, and an inventory's did before), ``wire_encode_us_per_node`` the
 agent's encoding of them. A node's devices go as ``DeviceColumns`` (what an agent sends a
 hub that announces ``device-columns``); ``--wire-devices messages`` sends one ``Device``
-message each, as older agents and hubs do.
+message each, as older agents and hubs do. Labels go once per distinct set (``label-sets``,
+``fuyao.labelsets``); ``--wire-labels maps`` sends each node its whole map.
 
     .venv/bin/python bench/memory_bench.py                      # 1,000 clusters x 1,000 nodes
     .venv/bin/python bench/memory_bench.py --from-wire          # the same, ingest from the wire
@@ -58,7 +59,8 @@ from placement_bench import NODE_KINDS, make_node, make_requests  # beside this 
 from pydantic import BaseModel
 
 from fuyao.capacity import FitRequest
-from fuyao.inventory import NodeInfo, node_from_proto, node_to_proto
+from fuyao.inventory import NodeInfo, node_from_proto
+from fuyao.labelsets import encode, expand
 from fuyao.spec import ClusterState, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
@@ -104,16 +106,19 @@ def report_bytes(rng: random.Random, nodes: int) -> int:
     return round(size / nodes)
 
 
-def encoded(nodes: list[NodeInfo], columns: bool = True) -> bytes:
+def encoded(nodes: list[NodeInfo], columns: bool = True, label_sets: bool = True) -> bytes:
     """One cluster's reports as the agent sends them (an ``Inventory`` message; ``columns``:
-    devices as ``DeviceColumns``, what an agent sends a hub that announced them)."""
-    return pb.Inventory(nodes=[node_to_proto(n, columns) for n in nodes]).SerializeToString()
+    devices as ``DeviceColumns``, ``label_sets``: labels once per distinct set, what an agent
+    sends a hub that announced them)."""
+    wire, sets = encode(nodes, columns, label_sets)
+    return pb.Inventory(nodes=wire, label_sets=sets).SerializeToString()
 
 
 def decoded(raw: bytes) -> list[NodeInfo]:
     """An inventory decoded into ``NodeInfo``s (what the agent channel does with a delta's
     nodes, and did with an inventory's before it filed the wire's messages as received)."""
-    return [node_from_proto(n) for n in pb.Inventory.FromString(raw).nodes]
+    inventory = pb.Inventory.FromString(raw)
+    return [node_from_proto(n) for n in expand(inventory.nodes, inventory.label_sets)]
 
 
 _CATALOG = OperatedCatalog(None)   # the hub's without a ``catalog`` in its config
@@ -126,18 +131,22 @@ def ingest(fleet: FleetView, name: str, nodes: list[NodeInfo] | bytes, count: in
     inside ``hub.heap.inventory`` (the collector paused; a large inventory collected before
     and frozen after), or, without ``freeze``, with the collector only paused."""
     with heap.inventory(count) if freeze else collector_paused():
-        fleet.replace_nodes(name, _CATALOG.reports(pb.Inventory.FromString(nodes).nodes)
-                            if isinstance(nodes, bytes) else nodes)
+        if isinstance(nodes, bytes):
+            inventory = pb.Inventory.FromString(nodes)
+            fleet.replace_nodes(name, _CATALOG.reports(inventory.nodes), inventory.label_sets)
+        else:
+            fleet.replace_nodes(name, nodes)
 
 
-def wire_us(rng: random.Random, nodes: int, columns: bool) -> tuple[float, float, float]:
+def wire_us(rng: random.Random, nodes: int, columns: bool,
+            label_sets: bool) -> tuple[float, float, float]:
     """One cluster's reports on the wire: the agent's CPU microseconds per node to encode
     them, the hub's to decode them into ``NodeInfo``s (best of 3 each), and bytes per node."""
     made = next(reports(rng, 1, nodes))[1]
     best_encode = best_decode = float("inf")
     for _ in range(3):
         c0 = time.process_time()
-        raw = encoded(made, columns)
+        raw = encoded(made, columns, label_sets)
         c1 = time.process_time()
         decoded(raw)
         best_encode = min(best_encode, c1 - c0)
@@ -294,7 +303,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     total_nodes = args.clusters * args.nodes
     per_report = report_bytes(random.Random(args.seed), args.nodes)
     columns = args.wire_devices == "columns"
-    encode_us, decode_us, wire_bytes = wire_us(random.Random(args.seed), args.nodes, columns)
+    label_sets = args.wire_labels == "sets"
+    encode_us, decode_us, wire_bytes = wire_us(random.Random(args.seed), args.nodes, columns,
+                                               label_sets)
     gc.collect()
     base = rss_bytes()
     fleet = FleetView()
@@ -306,7 +317,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         t0, c0, g0 = time.perf_counter(), time.process_time(), collector.total
         with collector_paused():   # the generator's own cost; see the module docstring
             name, nodes = next(made)
-            report: list[NodeInfo] | bytes = (encoded(nodes, columns) if args.from_wire
+            report: list[NodeInfo] | bytes = (encoded(nodes, columns, label_sets) if args.from_wire
                                                   else nodes)
             del nodes
             if not args.no_freeze:
@@ -360,6 +371,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "reports_build_gc_cpu_s": round(reports_gc, 2),   # the collector's part of each
         "fleet_build_gc_cpu_s": round(fleet_gc, 2),
         "wire_devices": args.wire_devices,
+        "wire_labels": args.wire_labels,
         "wire_encode_us_per_node": encode_us,            # the agent's, per node
         "wire_bytes_per_node": wire_bytes,
         "wire_decode_us_per_node": decode_us,            # not in fleet_build unless from_wire
@@ -389,6 +401,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="how the encoded reports carry a node's devices: DeviceColumns "
                              "(what an agent sends a hub that announces them) or one Device "
                              "message each (older agents and hubs)")
+    parser.add_argument("--wire-labels", choices=("sets", "maps"), default="sets",
+                        help="how the encoded reports carry labels: once per distinct set "
+                             "(label-sets, what an agent sends a hub that announces them) or "
+                             "each node its whole map (older agents and hubs)")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's collector thresholds instead of the hub's "
                              "(hub.heap.settle: freeze what is loaded, larger thresholds)")

@@ -88,14 +88,19 @@ Columns = tuple[str, int, tuple[int, ...], tuple[int, ...]]
 ``<node>/gpu0``, ``<node>/gpu1``, ... in order) its free share and free memory MiB."""
 
 
-def node_to_proto(node: NodeInfo, columns: bool = False) -> pb.Node:
+def node_to_proto(node: NodeInfo, columns: bool = False, *,
+                  labels: Mapping[str, str] | None = None, label_set: int = 0) -> pb.Node:
     """Wire form of a node; with ``columns``, its devices as ``DeviceColumns`` when they can
-    be said that way (one model and memory, the agents' naming), else one message each."""
+    be said that way (one model and memory, the agents' naming), else one message each.
+    ``labels`` and ``label_set``: the node's own labels and the set it names instead of its
+    whole map (``fuyao.labelsets.encode``)."""
+    sent = dict(node.labels if labels is None else labels)
     found = _columns(node.name, node.devices) if columns and node.devices else None
     if found is not None:
         return pb.Node(
             name=node.name,
-            labels=dict(node.labels),
+            labels=sent,
+            label_set=label_set,
             allocatable=_resources_to_proto(node.allocatable),
             free=_resources_to_proto(node.free),
             device_columns=found,
@@ -103,7 +108,8 @@ def node_to_proto(node: NodeInfo, columns: bool = False) -> pb.Node:
         )
     return pb.Node(
         name=node.name,
-        labels=dict(node.labels),
+        labels=sent,
+        label_set=label_set,
         allocatable=_resources_to_proto(node.allocatable),
         free=_resources_to_proto(node.free),
         devices=[

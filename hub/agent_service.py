@@ -22,11 +22,12 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
 from fuyao.errors import FuyaoError, InvalidInput, PermissionDenied, Transient, Unauthenticated
+from fuyao.labelsets import FEATURE_LABEL_SETS, expand
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from hub import heap
@@ -42,7 +43,8 @@ LEADER_METADATA = "fuyao-leader"   # member_agent.hubs reads it (no import betwe
 FEATURES_METADATA = "fuyao-features"  # what this hub reads beyond the first protocol
 FEATURE_BATCH = "batch"            # AgentBatch / HubBatch (member_agent.connection says it too)
 FEATURE_COLUMNS = "device-columns"  # a node's devices as DeviceColumns (agents send them then)
-FEATURES = f"{FEATURE_BATCH},{FEATURE_COLUMNS}"   # what this hub announces, comma-separated
+# what this hub announces, comma-separated (label-sets: fuyao.labelsets)
+FEATURES = f"{FEATURE_BATCH},{FEATURE_COLUMNS},{FEATURE_LABEL_SETS}"
 MAX_BATCH = 1000                   # messages per HubBatch, and per AgentBatch accepted
 
 
@@ -370,9 +372,12 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                                          dict(msg.hello.cluster_labels))
         elif kind == "inventory":
             # collector paused (a whole inventory makes no cycles); a large one frozen after
-            nodes = msg.inventory.nodes
+            nodes: Sequence[pb.Node] = msg.inventory.nodes
+            sets: Sequence[pb.LabelSet] | None = msg.inventory.label_sets
             with heap.inventory(len(nodes)):
-                hub.fleet.replace_nodes(cluster, hub.catalog.reports(nodes))
+                if hub.catalog.active:   # renamed node by node: each with its whole labels
+                    nodes, sets = expand(nodes, msg.inventory.label_sets), None
+                hub.fleet.replace_nodes(cluster, hub.catalog.reports(nodes), sets)
             session.seq = msg.inventory.seq
             session.awaiting_resync = False
             send_all(hub.sessions, await hub.tasks.reconcile(cluster, msg.inventory.tasks,
@@ -389,7 +394,8 @@ class AgentChannel(pb_grpc.AgentChannelServicer):
                 session.seq = None
                 return
             session.seq = delta.seq
-            hub.fleet.apply_delta(cluster, hub.catalog.reports(delta.upserted),
+            upserted = expand(delta.upserted, delta.label_sets)
+            hub.fleet.apply_delta(cluster, hub.catalog.reports(upserted),
                                   list(delta.removed))
             hub.placement.poke()
         elif kind == "heartbeat":

@@ -46,7 +46,7 @@ from fuyao.errors import (
     Transient,
     Unauthenticated,
 )
-from fuyao.inventory import node_to_proto
+from fuyao.labelsets import FEATURE_LABEL_SETS, encode
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from member_agent.backends.base import (
@@ -171,6 +171,7 @@ class Agent:
         self._faults = MessageFaults()      # off unless FUYAO_AGENT_FAULTS asks (fault suite)
         self._batch = False                 # this stream's hub takes AgentBatch
         self._columns = False               # ... and reads devices as DeviceColumns
+        self._label_sets = False            # ... and reads labels sent once per set
         self.sessions = 0
 
     async def run(self) -> None:
@@ -260,6 +261,7 @@ class Agent:
             features = features_from_metadata(accepted)
             self._batch = FEATURE_BATCH in features
             self._columns = FEATURE_COLUMNS in features
+            self._label_sets = FEATURE_LABEL_SETS in features
             hello = pb.Hello(
                 agent_version=member_agent.__version__,
                 backend=self.backend.name,
@@ -323,11 +325,9 @@ class Agent:
         while not self._outbox.empty():
             self._outbox.get_nowait()
         self._seq += 1
-        inventory = pb.Inventory(
-            seq=self._seq,
-            nodes=[node_to_proto(n, self._columns) for n in self.backend.nodes()],
-            tasks=[t.to_proto() for t in self.backend.tasks()],
-        )
+        nodes, sets = encode(self.backend.nodes(), self._columns, self._label_sets)
+        inventory = pb.Inventory(seq=self._seq, nodes=nodes, label_sets=sets,
+                                 tasks=[t.to_proto() for t in self.backend.tasks()])
         await call.write(pb.AgentMessage(inventory=inventory))
 
     async def _pump(self, call: Any) -> None:
@@ -363,9 +363,9 @@ class Agent:
             return pb.AgentMessage(heartbeat=beat)
         if isinstance(item, NodesChanged):
             self._seq += 1
+            nodes, sets = encode(item.upserted, self._columns, self._label_sets)
             return pb.AgentMessage(delta=pb.InventoryDelta(
-                seq=self._seq, upserted=[node_to_proto(n, self._columns) for n in item.upserted],
-                removed=list(item.removed)))
+                seq=self._seq, upserted=nodes, label_sets=sets, removed=list(item.removed)))
         if isinstance(item, TaskChanged):
             return pb.AgentMessage(task=item.status.to_proto())
         raise AssertionError(f"unexpected outbox item {item!r}")

@@ -29,14 +29,16 @@ per-node label key changes) - what "could this ever fit here?" reads
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 
 from fuyao.errors import InvalidInput
+from fuyao.labelsets import check_sets, named_set
 from fuyao.selector import Selector
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.taints import Taint
+from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet.nodes import (
     NO_MODEL,
     WHOLE,
@@ -216,6 +218,22 @@ class _Layout:
 
 
 _new_labels = object.__new__
+
+_SetFiling = tuple["Group", tuple[tuple[str, str], ...], tuple[str, ...]]
+"""Nodes of one label set as ``ClusterInfo._set_filing`` files them: (group, the set's
+per-node keys and values, the nodes' own keys)."""
+
+
+def _set_labels(filing: _SetFiling, own_map: Mapping[str, str], name: str,
+                ignore: frozenset[str]) -> NodeLabels:
+    """The filed labels of a node that names a label set filed as ``filing``, with its own
+    labels ``own_map`` (what ``NodeLabels(...)`` makes, its slots set inline)."""
+    group, fixed, own_keys = filing
+    labels: NodeLabels = _new_labels(NodeLabels)
+    labels.shared, labels.key, labels.ignored = group.labels, group.key, ignore
+    labels.own = (*((k, _same(v, name)) for k, v in fixed),
+                  *((k, _same(own_map[k], name)) for k in own_keys)) if fixed or own_keys else ()
+    return labels
 
 
 def _same(value: str, name: str) -> str:
@@ -430,9 +448,12 @@ class ClusterInfo:
             self.capacity_version = next(_TICKS)
             self._on_change(self)
 
-    def _put_all(self, infos: Mapping[str, NodeReport]) -> None:
+    def _put_all(self, infos: Mapping[str, NodeReport],
+                 sets: Sequence[pb.LabelSet] | None = None) -> None:
         """File a whole inventory into a cluster that holds no node (an agent's first report):
-        ``infos`` maps each node's name (as read once by the caller) to its report.
+        ``infos`` maps each node's name (as read once by the caller) to its report; with
+        ``sets`` (even empty), the reports are the wire's ``pb.Node``s and may name them
+        (``label-sets``, ``fuyao.labelsets``): a set is read once, not once per node.
 
         The view ends as ``_put`` node by node leaves it (same states, groups, buckets and
         their order, sums): the label group is looked up once per distinct label set, the
@@ -441,14 +462,17 @@ class ClusterInfo:
         if self._nodes:
             raise ValueError(f"cluster {self.name}: _put_all needs a cluster without nodes")
         with collector_paused():
-            self._file_all(infos)
+            self._file_all(infos, sets)
 
-    def _file_all(self, infos: Mapping[str, NodeReport]) -> None:
+    def _file_all(self, infos: Mapping[str, NodeReport],
+                  sets: Sequence[pb.LabelSet] | None = None) -> None:
         added: list[NodeState] = []
         filed: dict[Group, list[NodeState]] = {}   # each group's nodes, in report order
         created: list[LabelKey] = []   # groups made here: gone again if a report is refused
         try:
-            self._file_each(infos, filed, added, created)
+            if sets is not None:
+                check_sets(sets)
+            self._file_each(infos, filed, added, created, sets)
         except InvalidInput:
             # a report the wire's rules refuse (``fuyao.inventory.device_columns``): the
             # cluster had no node, and has none again
@@ -460,19 +484,38 @@ class ClusterInfo:
         self._file_grouped(filed, added)
 
     def _file_each(self, infos: Mapping[str, NodeReport], filed: dict[Group, list[NodeState]],
-                   added: list[NodeState], created: list[LabelKey]) -> None:
+                   added: list[NodeState], created: list[LabelKey],
+                   sets: Sequence[pb.LabelSet] | None = None) -> None:
         """``_file_all``'s pass over the reports: each node's state, its label group (made
         if new, and noted in ``created``), in report order."""
         holds, ignore, keys, groups = self._holds, self._ignore, self._ignore_keys, self._groups
         nodes, node_group = self._nodes, self._node_group
         by_labels: dict[tuple[tuple[str, ...], object], Group] = {}
         layouts: dict[tuple[str, ...], _Layout] = {}
+        by_set: dict[tuple[int, tuple[str, ...]], _SetFiling | None] = {}
         for name, info in infos.items():
             # the name as the caller read it (a wire message gives a new string at each
             # read), and the labels read once: the state is built with its filed labels
             labels = info.labels
             hold = holds.get(name) if holds else None
-            if type(labels) is not NodeLabels:
+            number = 0 if sets is None else info.label_set   # type: ignore[attr-defined]
+            filing = None
+            if number:   # the node names a label set: its group is known by the set
+                own_names = tuple(labels) if labels else ()
+                seen_set = (number, own_names)
+                if seen_set in by_set:
+                    filing = by_set[seen_set]
+                else:
+                    filing = by_set[seen_set] = self._set_filing(
+                        name, number, own_names, sets, groups, created)
+                if filing is None:   # an own key that groups nodes: filed as a whole map
+                    merged = dict(named_set(name, number, own_names, sets or ()))
+                    merged.update(labels)
+                    labels = merged
+            if filing is not None:
+                group = filing[0]
+                new = NodeState(info, hold, name, _set_labels(filing, labels, name, ignore))
+            elif type(labels) is not NodeLabels:
                 # a label set is known by its keys (in order) and the values of the grouped
                 # ones, read in one call: no per-node copy of the labels is made (a dict, or
                 # the wire's map as received)
@@ -483,14 +526,15 @@ class ClusterInfo:
                 values = layout.pick(labels)
                 split = layout.split
                 seen = (names, values[:split])   # the values themselves when none is own
-                group = by_labels.get(seen)
-                if group is None:
+                found = by_labels.get(seen)
+                if found is None:
                     key = layout.key(labels)
-                    group = groups.get(key)
-                    if group is None:
-                        group = groups[key] = Group(key)
+                    found = groups.get(key)
+                    if found is None:
+                        found = groups[key] = Group(key)
                         created.append(key)
-                    by_labels[seen] = group
+                    by_labels[seen] = found
+                group = found
                 own_keys = layout.own
                 own: tuple[tuple[str, str], ...]
                 if not own_keys:
@@ -515,6 +559,27 @@ class ClusterInfo:
             nodes[name] = new
             node_group[name] = group
             added.append(new)
+
+    def _set_filing(self, name: str, number: int, own_names: tuple[str, ...],
+                    sets: Sequence[pb.LabelSet] | None, groups: dict[LabelKey, Group],
+                    created: list[LabelKey]) -> _SetFiling | None:
+        """How nodes naming set ``number`` with own label keys ``own_names`` are filed: their
+        group (made if new, noted in ``created``), the set's per-node keys with their values,
+        and the own keys (interned); None when an own key is not a per-node key here (the
+        node's group then depends on its value: it is filed as a whole map). Refuses what
+        ``fuyao.labelsets.named_set`` refuses."""
+        shared = named_set(name, number, own_names, sets or ())
+        ignore, keys = self._ignore, self._ignore_keys
+        if any(k not in ignore for k in own_names):
+            return None
+        whole = {key: shared[key] for key in shared}
+        key = frozenset(kv for kv in whole.items() if kv[0] not in ignore)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Group(key)
+            created.append(key)
+        fixed = tuple((keys[k], v) for k, v in whole.items() if k in ignore)
+        return group, fixed, tuple(keys[k] for k in own_names)
 
     def _put_states(self, states: Iterable[NodeState]) -> None:
         """File node states another view built into a cluster that holds no node (a planning

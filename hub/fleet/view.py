@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
+from fuyao.labelsets import expand
 from fuyao.spec import CapacityRow, ClusterState, TaskRequests
 from fuyao.taints import Taint
+from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet.capacity import capacity_rows
 from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
@@ -161,12 +163,17 @@ class FleetView:
 
     # -- inventory -------------------------------------------------------------------------
 
-    def replace_nodes(self, cluster: str, nodes: Iterable[NodeReport]) -> None:
+    def replace_nodes(self, cluster: str, nodes: Iterable[NodeReport],
+                      label_sets: Sequence[pb.LabelSet] | None = None) -> None:
         """A full inventory: nodes not in it are removed; reservations are kept. The nodes
         may be ``NodeInfo``s or the wire's ``pb.Node``s as received (the agent channel's:
-        no ``NodeInfo`` built); the fleet keeps no reference to them. A report the wire's
-        rules refuse (``InvalidInput``, ``fuyao.inventory.device_columns``) changes nothing."""
+        no ``NodeInfo`` built), which then name sets of ``label_sets`` (``fuyao.labelsets``;
+        given for wire nodes only, even empty: a node naming a set beyond it is refused); the
+        fleet keeps no reference to them. A report the wire's rules refuse (``InvalidInput``,
+        ``fuyao.inventory.device_columns``, ``fuyao.labelsets``) changes nothing."""
         c = self._get(cluster)
+        if c.node_count and label_sets is not None:   # a resync: checked before any drop
+            nodes, label_sets = expand(list(nodes), label_sets), None   # type: ignore[arg-type]
         fresh = {n.name: n for n in nodes}
         if c.node_count:
             refuse_bad_reports(fresh.values())   # before a node is dropped (a resync: rare)
@@ -176,7 +183,7 @@ class FleetView:
             for node in fresh.values():
                 c._put(node)
         else:   # a first inventory (or all new): filed in one pass
-            c._put_all(fresh)
+            c._put_all(fresh, label_sets)
 
     def file_states(self, cluster: str, states: Iterable[NodeState]) -> None:
         """A planning snapshot's inventory (``hub.planning.snapshot``): node states another
