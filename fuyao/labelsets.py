@@ -5,9 +5,10 @@ node sent its whole map: ~250 bytes a node on the wire and, on the hub, a map pa
 key by key. To a hub that announced ``label-sets`` the agent (``member_agent.connection``)
 sends each distinct map once in the message's ``label_sets`` and each node names its set by
 ``label_set`` (1 + the index; 0 for none), keeping in ``labels`` only its own keys
-(``OWN_KEYS``: the hostname). ``encode`` builds that form; the hub (``hub.agent_service``,
-``hub.fleet``) files it as it files whole maps, and ``expand`` gives back the plain form for
-the paths that read labels node by node (deltas, resyncs, catalog renames).
+(``OWN_KEYS``: the hostname, GFD's timestamp). ``encode`` builds that form; the hub
+(``hub.agent_service``, ``hub.fleet``) files it as it files whole maps, and ``expand`` gives
+back the plain form for the paths that read labels node by node (deltas, resyncs, catalog
+renames).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from fuyao.wire.v1 import agent_pb2 as pb
 FEATURE_LABEL_SETS = "label-sets"
 """What a hub lists in ``fuyao-features`` when it reads ``label_sets``."""
 
-OWN_KEYS = frozenset({"kubernetes.io/hostname"})
-"""Keys an agent keeps on the node: their values differ from node to node."""
+OWN_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
+"""Keys whose values differ from node to node: an agent keeps them on the node, and the hub
+leaves them out when it groups nodes by labels (``hub.fleet.view.PER_NODE_LABEL_KEYS``)."""
 
 MAX_LABEL_SETS = 4096
 """At most this many sets in one message (an agent sends the rest as whole maps)."""

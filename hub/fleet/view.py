@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
-from fuyao.labelsets import expand
+from fuyao.labelsets import OWN_KEYS, expand
 from fuyao.spec import CapacityRow, ClusterState, TaskRequests
 from fuyao.taints import Taint
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -27,7 +27,7 @@ from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
 from hub.fleet.nodes import Hold, NodeReport, NodeState, refuse_bad_reports
 
-PER_NODE_LABEL_KEYS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
+PER_NODE_LABEL_KEYS = OWN_KEYS
 """Labels that differ on every node: left out when grouping nodes by label set."""
 
 

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from fuyao.inventory import NodeInfo, ResourceAmounts, node_to_proto
+from fuyao.inventory import NodeInfo, ResourceAmounts
 from fuyao.labels import devices_for, normalize_node
+from fuyao.labelsets import encode
 from fuyao.wire.v1 import agent_pb2 as pb
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
 from member_agent.identity import new_key
@@ -88,9 +89,10 @@ class RawAgent:
 
     async def connect(self, nodes: list[NodeInfo], tasks: list[pb.TaskReport] = (),  # type: ignore[assignment]
                       credential: str | None = None, features: tuple[str, ...] = (),
-                      columns: bool = False) -> None:
+                      columns: bool = False, label_sets: bool = False) -> None:
         """Open the stream and send Hello (listing ``features``) + full Inventory (devices as
-        ``DeviceColumns`` where they can be, with ``columns``)."""
+        ``DeviceColumns`` where they can be, with ``columns``; labels once per set, with
+        ``label_sets``)."""
         cred = self.credential if credential is None else credential
         self.call = self.stub.Connect(self._messages(),
                                       metadata=(("authorization", f"Bearer {cred}"),))
@@ -99,8 +101,9 @@ class RawAgent:
         self.send(pb.AgentMessage(hello=pb.Hello(agent_version="test", backend="raw",
                                                  features=list(features))))
         self.seq = 1
+        wire, sets = encode(nodes, columns, label_sets)
         self.send(pb.AgentMessage(inventory=pb.Inventory(
-            seq=self.seq, nodes=[node_to_proto(n, columns) for n in nodes], tasks=list(tasks))))
+            seq=self.seq, nodes=wire, label_sets=sets, tasks=list(tasks))))
 
     async def _read(self) -> None:
         assert self.call is not None
@@ -120,11 +123,12 @@ class RawAgent:
         self.outbox.put_nowait(msg)
 
     def delta(self, nodes: list[NodeInfo], seq: int | None = None, columns: bool = False,
-              ) -> None:
+              label_sets: bool = False) -> None:
         """Send an inventory delta (next seq unless given)."""
         self.seq = self.seq + 1 if seq is None else seq
+        wire, sets = encode(nodes, columns, label_sets)
         self.send(pb.AgentMessage(delta=pb.InventoryDelta(
-            seq=self.seq, upserted=[node_to_proto(n, columns) for n in nodes])))
+            seq=self.seq, upserted=wire, label_sets=sets)))
 
     def report(self, task_id: str, generation: int, phase: int, node: str = "",
                reason: str = "") -> None:

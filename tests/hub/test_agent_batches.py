@@ -52,7 +52,7 @@ async def test_the_hub_announces_batches_in_its_initial_metadata(harness: HubHar
     agent = await batch_agent(harness, "east", ())
     assert agent.call is not None
     metadata: Any = await agent.call.initial_metadata()
-    assert ("fuyao-features", "batch,device-columns") in list(metadata)
+    assert ("fuyao-features", "batch,device-columns,label-sets") in list(metadata)
     await agent.close()
 
 

@@ -16,11 +16,15 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts, node_from_proto, node_to_proto
+from fuyao.errors import InvalidInput
+from fuyao.labelsets import encode, expand
 from fuyao.spec import ClusterState, TaskRequests
+from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet import NO_MODEL, ClusterInfo, FleetView
 from hub.fleet.cluster import Group
 from hub.fleet.nodes import NodeLabels, NodeState
@@ -186,3 +190,84 @@ def test_a_first_inventory_leaves_no_node_log_to_trust() -> None:
     fleet.replace_nodes("c1", nodes)
     assert cluster.nodes_changed_since(before) is None
     assert cluster.nodes_changed_since(cluster.version) == []
+
+
+def labels_unordered(view: tuple[object, ...]) -> tuple[object, ...]:
+    """``view_of`` with each node's labels and own labels as sets: the wire's maps give no
+    order, and a node naming a label set brings its own keys in a map of their own."""
+    states, *rest = view
+    assert isinstance(states, list)
+    return ([(s[0], frozenset(s[1]), s[2], frozenset(s[3]), *s[4:]) for s in states], *rest)
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn=st.lists(report, max_size=14),
+       held=st.lists(st.integers(0, 15), max_size=3, unique=True),
+       resync=st.lists(report, max_size=14), delta=st.lists(report, max_size=6),
+       gone=st.lists(st.integers(0, 15), max_size=3),
+       label_sets=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+def test_label_sets_file_as_the_whole_maps(drawn: list[dict[str, Any]], held: list[int],
+                                           resync: list[dict[str, Any]],
+                                           delta: list[dict[str, Any]], gone: list[int],
+                                           label_sets: tuple[bool, bool, bool]) -> None:
+    """Labels sent once per set (``label-sets``, as the agent channel passes them) file as
+    the ``NodeInfo``s the nodes stand for: first inventory (one pass, sets read once), resync
+    and delta (expanded first) alike, either form in each message."""
+    def sent(infos: list[NodeInfo], sets: bool) -> pb.Inventory:
+        nodes, table = encode(infos, True, sets)
+        return pb.Inventory.FromString(
+            pb.Inventory(nodes=nodes, label_sets=table).SerializeToString())
+
+    first = sent([node_info(d) for d in drawn], label_sets[0])
+    again = sent([node_info(d) for d in drawn[: len(drawn) // 2] + resync], label_sets[1])
+    changed = sent([node_info(d) for d in delta], label_sets[2])
+    removed = [f"n{i}" for i in gone]
+    wire, by_wire = fleet_with_holds(held)
+    plain, by_info = fleet_with_holds(held)
+    for inventory in (first, again):
+        wire.replace_nodes("c1", inventory.nodes, inventory.label_sets)
+        plain.replace_nodes("c1", [node_from_proto(n) for n in
+                                   expand(inventory.nodes, inventory.label_sets)])
+        assert labels_unordered(view_of(by_wire)) == labels_unordered(view_of(by_info))
+    wire.apply_delta("c1", expand(changed.nodes, changed.label_sets), removed)
+    plain.apply_delta("c1", [node_from_proto(n) for n in
+                             expand(changed.nodes, changed.label_sets)], removed)
+    assert labels_unordered(view_of(by_wire)) == labels_unordered(view_of(by_info))
+    assert wire.capacity() == plain.capacity()
+    for node in by_wire.nodes():
+        assert type(node.labels) is NodeLabels
+        assert all(type(k) is str and type(v) is str for k, v in node.labels.items())
+
+
+PLAIN = {"name": 0, "zone": "a", "per_node": "hostname", "proxy": False, "cpu": 1000,
+         "devices": [(("T4", 16384), 1000, 0)], "naming": "agent", "unschedulable": False}
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize(("sets", "number", "reason"), [
+    ([{"zone": "a"}], 2, "label_set 2 names no set"),
+    ([{"zone": "a", "kubernetes.io/hostname": "x"}], 1, "is in both its labels"),
+])
+def test_a_refused_label_set_changes_nothing(first: bool, sets: list[dict[str, str]],
+                                            number: int, reason: str) -> None:
+    """A first inventory (one pass) and a resync (checked before any node is dropped) alike:
+    a node naming a set that breaks the rules leaves the view as it was, and what the refused
+    one left behind changes no later filing."""
+    fleet, cluster = fleet_with_holds([])
+    kept = node_info({**PLAIN, "name": 1})
+    if not first:
+        fleet.replace_nodes("c1", [kept])
+    before = labels_unordered(view_of(cluster))
+    good, table = encode([node_info({**PLAIN, "name": 2, "per_node": "none"})])
+    bad = pb.Node(name="bad", label_set=number, labels={"kubernetes.io/hostname": "bad"})
+    table = [pb.LabelSet(labels=s) for s in sets]
+    with pytest.raises(InvalidInput, match=reason):
+        fleet.replace_nodes("c1", [*good, bad], table)
+    assert labels_unordered(view_of(cluster)) == before
+    fresh, fresh_cluster = fleet_with_holds([])
+    if not first:
+        fresh.replace_nodes("c1", [kept])
+    retry, retry_sets = encode([node_info({**PLAIN, "name": 3})])
+    for view in (fleet, fresh):
+        view.replace_nodes("c1", retry, retry_sets)
+    assert labels_unordered(view_of(cluster)) == labels_unordered(view_of(fresh_cluster))
