@@ -219,21 +219,18 @@ class _Layout:
 
 _new_labels = object.__new__
 
-_SetFiling = tuple["Group", tuple[tuple[str, str], ...], tuple[str, ...]]
+_SetFiling = tuple["Group", tuple[tuple[str, str], ...], tuple[str, ...], str | None]
 """Nodes of one label set as ``ClusterInfo._set_filing`` files them: (group, the set's
-per-node keys and values, the nodes' own keys)."""
+per-node keys and values, the nodes' own keys, that key when it is the only per-node one)."""
 
 
-def _set_labels(filing: _SetFiling, own_map: Mapping[str, str], name: str,
-                ignore: frozenset[str]) -> NodeLabels:
-    """The filed labels of a node that names a label set filed as ``filing``, with its own
-    labels ``own_map`` (what ``NodeLabels(...)`` makes, its slots set inline)."""
-    group, fixed, own_keys = filing
-    labels: NodeLabels = _new_labels(NodeLabels)
-    labels.shared, labels.key, labels.ignored = group.labels, group.key, ignore
-    labels.own = (*((k, _same(v, name)) for k, v in fixed),
-                  *((k, _same(own_map[k], name)) for k in own_keys)) if fixed or own_keys else ()
-    return labels
+def _set_own(filing: _SetFiling, own_map: Mapping[str, str],
+             name: str) -> tuple[tuple[str, str], ...]:
+    """The per-node labels of a node that names a label set filed as ``filing``, with its own
+    labels ``own_map``: the set's per-node keys, then the node's (one copy each, ``_same``)."""
+    _, fixed, own_keys, _ = filing
+    return (*((k, _same(v, name)) for k, v in fixed),
+            *((k, _same(own_map[k], name)) for k in own_keys))
 
 
 def _same(value: str, name: str) -> str:
@@ -513,8 +510,17 @@ class ClusterInfo:
                     merged.update(labels)
                     labels = merged
             if filing is not None:
-                group = filing[0]
-                new = NodeState(info, hold, name, _set_labels(filing, labels, name, ignore))
+                group, _, _, single = filing
+                own: tuple[tuple[str, str], ...]
+                if single is not None:   # most nodes: the hostname alone (inline: 1,000,000)
+                    value = labels[single]
+                    own = ((single, name if value == name else value),)   # as _same
+                else:
+                    own = _set_own(filing, labels, name)
+                node_labels: NodeLabels = _new_labels(NodeLabels)
+                node_labels.shared, node_labels.key = group.labels, group.key
+                node_labels.ignored, node_labels.own = ignore, own
+                new = NodeState(info, hold, name, node_labels)
             elif type(labels) is not NodeLabels:
                 # a label set is known by its keys (in order) and the values of the grouped
                 # ones, read in one call: no per-node copy of the labels is made (a dict, or
@@ -536,7 +542,6 @@ class ClusterInfo:
                     by_labels[seen] = found
                 group = found
                 own_keys = layout.own
-                own: tuple[tuple[str, str], ...]
                 if not own_keys:
                     own = ()
                 elif len(own_keys) == 1:
@@ -545,7 +550,7 @@ class ClusterInfo:
                 else:
                     own = tuple((k, _same(v, name))
                                 for k, v in zip(own_keys, values[split:], strict=True))
-                node_labels: NodeLabels = _new_labels(NodeLabels)   # NodeLabels(...) inline
+                node_labels = _new_labels(NodeLabels)   # NodeLabels(...) inline
                 node_labels.shared, node_labels.key = group.labels, group.key
                 node_labels.ignored, node_labels.own = ignore, own
                 new = NodeState(info, hold, name, node_labels)
@@ -579,7 +584,8 @@ class ClusterInfo:
             group = groups[key] = Group(key)
             created.append(key)
         fixed = tuple((keys[k], v) for k, v in whole.items() if k in ignore)
-        return group, fixed, tuple(keys[k] for k in own_names)
+        own = tuple(keys[k] for k in own_names)
+        return group, fixed, own, own[0] if len(own) == 1 and not fixed else None
 
     def _put_states(self, states: Iterable[NodeState]) -> None:
         """File node states another view built into a cluster that holds no node (a planning

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts, node_from_proto, node_to_proto
 from fuyao.errors import InvalidInput
-from fuyao.labelsets import encode, expand
+from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts, node_from_proto, node_to_proto
+from fuyao.labelsets import MAX_LABEL_SETS, MAX_LABELS, encode, expand
 from fuyao.spec import ClusterState, TaskRequests
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet import NO_MODEL, ClusterInfo, FleetView
@@ -247,6 +247,8 @@ PLAIN = {"name": 0, "zone": "a", "per_node": "hostname", "proxy": False, "cpu": 
 @pytest.mark.parametrize(("sets", "number", "reason"), [
     ([{"zone": "a"}], 2, "label_set 2 names no set"),
     ([{"zone": "a", "kubernetes.io/hostname": "x"}], 1, "is in both its labels"),
+    ([{"zone": "a"}] * (MAX_LABEL_SETS + 1), 1, f"label sets, more than {MAX_LABEL_SETS}"),
+    ([{f"k{i}": "v" for i in range(MAX_LABELS + 1)}], 1, f"more than {MAX_LABELS}"),
 ])
 def test_a_refused_label_set_changes_nothing(first: bool, sets: list[dict[str, str]],
                                             number: int, reason: str) -> None:
