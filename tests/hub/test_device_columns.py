@@ -99,15 +99,22 @@ class _Call:
         raise asyncio.CancelledError
 
 
-@pytest.mark.parametrize("announced", [True, False])
-async def test_an_agent_sends_columns_only_to_a_hub_that_reads_them(
-        tmp_path: Path, announced: bool) -> None:
+async def first_inventory(tmp_path: Path, **features: bool) -> pb.Inventory:
+    """The inventory a simulated agent writes first, with its feature flags set (``_columns``,
+    ``_label_sets``: what the hub's metadata announced)."""
     agent = make_agent(tmp_path, 1)
-    agent._columns = announced
+    for flag, announced in features.items():
+        setattr(agent, f"_{flag}", announced)
     call = _Call()
     with pytest.raises(asyncio.CancelledError):
         await agent._write_inventory(call)
-    nodes = call.written[0].inventory.nodes
+    return call.written[0].inventory
+
+
+@pytest.mark.parametrize("announced", [True, False])
+async def test_an_agent_sends_columns_only_to_a_hub_that_reads_them(
+        tmp_path: Path, announced: bool) -> None:
+    nodes = (await first_inventory(tmp_path, columns=announced)).nodes
     gpu = [n for n in nodes if n.devices or n.HasField("device_columns")]
     assert gpu, "the simulated fleet has GPU nodes"
     assert all(n.HasField("device_columns") == announced for n in gpu)

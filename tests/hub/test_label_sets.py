@@ -20,11 +20,10 @@ import pytest
 from fuyao.inventory import NodeInfo
 from fuyao.labelsets import encode
 from fuyao.wire.v1 import agent_pb2 as pb
-from tests.agent.test_connection import make_agent
 from tests.hub.agentkit import RawAgent, gpu_node
 from tests.hub.conftest import HubHarness
 from tests.hub.test_agent_channel import inventoried, join, until
-from tests.hub.test_device_columns import _Call, infos
+from tests.hub.test_device_columns import first_inventory, infos
 
 
 def named(name: str, product: str, gpus: int) -> NodeInfo:
@@ -95,12 +94,7 @@ async def test_a_first_inventory_naming_no_set_files_nothing(harness: HubHarness
 @pytest.mark.parametrize("announced", [True, False])
 async def test_an_agent_sends_label_sets_only_to_a_hub_that_reads_them(
         tmp_path: Path, announced: bool) -> None:
-    agent = make_agent(tmp_path, 1)
-    agent._label_sets = announced
-    call = _Call()
-    with pytest.raises(asyncio.CancelledError):
-        await agent._write_inventory(call)
-    inventory = call.written[0].inventory
+    inventory = await first_inventory(tmp_path, label_sets=announced)
     assert inventory.nodes, "the simulated fleet has nodes"
     assert bool(inventory.label_sets) == announced
     assert all(bool(n.label_set) == announced for n in inventory.nodes)
