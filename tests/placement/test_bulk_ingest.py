@@ -273,3 +273,28 @@ def test_a_refused_label_set_changes_nothing(first: bool, sets: list[dict[str, s
     for view in (fleet, fresh):
         view.replace_nodes("c1", retry, retry_sets)
     assert labels_unordered(view_of(cluster)) == labels_unordered(view_of(fresh_cluster))
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn=st.lists(report, max_size=10, unique_by=lambda d: d["name"]),
+       forms=st.tuples(st.booleans(), st.booleans()),
+       used=st.integers(0, 63_000))
+def test_a_report_of_use_alone_leaves_the_offer_as_it_was(drawn: list[dict[str, Any]],
+                                                          forms: tuple[bool, bool],
+                                                          used: int) -> None:
+    """Parked tasks (``hub.queueing.parking``) wait for a cluster's ``capacity_version`` to
+    move: a node filed from a label set and reported again with other use only (or a new
+    GFD timestamp), in either form, must not move it - the wire's maps give no key order."""
+    def sent(infos: list[NodeInfo], sets: bool) -> pb.Inventory:
+        nodes, table = encode(infos, True, sets)
+        return pb.Inventory.FromString(
+            pb.Inventory(nodes=nodes, label_sets=table).SerializeToString())
+
+    fleet, cluster = fleet_with_holds([])
+    first = sent([node_info(d) for d in drawn], forms[0])
+    fleet.replace_nodes("c1", first.nodes, first.label_sets)
+    version = cluster.capacity_version
+    # the same nodes, other use: cpu free (and the GFD timestamp, which follows it) changed
+    again = sent([node_info({**d, "cpu": used}) for d in drawn], forms[1])
+    fleet.apply_delta("c1", expand(again.nodes, again.label_sets), [])
+    assert cluster.capacity_version == version
