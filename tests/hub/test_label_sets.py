@@ -20,6 +20,8 @@ import pytest
 from fuyao.inventory import NodeInfo
 from fuyao.labelsets import encode
 from fuyao.wire.v1 import agent_pb2 as pb
+from member_agent.backends.base import NodesChanged
+from tests.agent.test_connection import make_agent
 from tests.hub.agentkit import RawAgent, gpu_node
 from tests.hub.conftest import HubHarness
 from tests.hub.test_agent_channel import inventoried, join, until
@@ -100,3 +102,17 @@ async def test_an_agent_sends_label_sets_only_to_a_hub_that_reads_them(
     assert all(bool(n.label_set) == announced for n in inventory.nodes)
     if announced:   # one set per distinct map (this fleet's two nodes differ)
         assert len(inventory.label_sets) <= len(inventory.nodes)
+
+
+async def test_an_agent_sends_deltas_as_whole_maps(tmp_path: Path) -> None:
+    """Sets are for inventories: a delta (most often one node, where a set saves no byte) goes
+    as whole maps even to a hub that reads sets, which would otherwise expand it node by node
+    (about twice the hub CPU of reading the maps, ``fuyao.labelsets.expand``)."""
+    agent = make_agent(tmp_path, 1)
+    agent._label_sets = agent._columns = True
+    nodes = agent.backend.nodes()
+    message = agent._message(NodesChanged(upserted=tuple(nodes[:2]), removed=("gone",)))
+    delta = message.delta
+    assert not delta.label_sets and list(delta.removed) == ["gone"]
+    assert [n.label_set for n in delta.upserted] == [0, 0]
+    assert [dict(n.labels) for n in delta.upserted] == [dict(n.labels) for n in nodes[:2]]
