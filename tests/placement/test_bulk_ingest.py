@@ -128,11 +128,17 @@ def test_a_first_inventory_in_one_pass_is_node_by_node(drawn: list[dict[str, Any
     assert all(one_pass.model_version(m) > before[0] for m in touched)
 
 
+#: What a wire-filing property draws: a first inventory, nodes held, a resync, a delta, and
+#: nodes gone (indices into the drawn reports).
+WIRE_RUN: dict[str, st.SearchStrategy[Any]] = dict(
+    drawn=st.lists(report, max_size=14),
+    held=st.lists(st.integers(0, 15), max_size=3, unique=True),
+    resync=st.lists(report, max_size=14), delta=st.lists(report, max_size=6),
+    gone=st.lists(st.integers(0, 15), max_size=3))
+
+
 @settings(max_examples=200, deadline=None)
-@given(drawn=st.lists(report, max_size=14),
-       held=st.lists(st.integers(0, 15), max_size=3, unique=True),
-       resync=st.lists(report, max_size=14), delta=st.lists(report, max_size=6),
-       gone=st.lists(st.integers(0, 15), max_size=3),
+@given(**WIRE_RUN,
        columns=st.tuples(st.booleans(), st.booleans(), st.booleans()))
 def test_the_wire_messages_file_as_their_node_infos(drawn: list[dict[str, Any]],
                                                      held: list[int],
@@ -201,10 +207,7 @@ def labels_unordered(view: tuple[object, ...]) -> tuple[object, ...]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(drawn=st.lists(report, max_size=14),
-       held=st.lists(st.integers(0, 15), max_size=3, unique=True),
-       resync=st.lists(report, max_size=14), delta=st.lists(report, max_size=6),
-       gone=st.lists(st.integers(0, 15), max_size=3),
+@given(**WIRE_RUN,
        label_sets=st.tuples(st.booleans(), st.booleans(), st.booleans()))
 def test_label_sets_file_as_the_whole_maps(drawn: list[dict[str, Any]], held: list[int],
                                            resync: list[dict[str, Any]],
