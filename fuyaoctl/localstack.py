@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -74,13 +75,21 @@ class Proc:
 
     def stop(self, *, kill: bool = False, timeout: float = 15.0) -> int:
         """SIGTERM (or SIGKILL) and wait; returns the exit code."""
+        self.signal(kill=kill)
+        return self.wait_stopped(timeout)
+
+    def signal(self, *, kill: bool = False) -> None:
+        """SIGTERM (or SIGKILL) if it still runs; ``wait_stopped`` waits for it."""
         if self.alive():
             self.popen.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout)
+
+    def wait_stopped(self, timeout: float = 15.0) -> int:
+        """Wait up to ``timeout`` s for a signalled process, SIGKILL it after; the exit code."""
+        try:
+            self.popen.wait(max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(15.0)
         return self.popen.returncode
 
     def tail(self, lines: int = 40) -> str:
@@ -216,13 +225,22 @@ class LocalStack:
 
     def stop_member(self, name: str, timeout: float = 15.0) -> None:
         """Stop the member cluster itself (SIGTERM), as if the cluster went away."""
-        pid = self.member_pid(name)
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGTERM)
+        self.stop_members([name], timeout)
+
+    def stop_members(self, names: Iterable[str], timeout: float = 15.0) -> None:
+        """Stop these member clusters (SIGTERM to all, then wait up to ``timeout`` s for
+        them together)."""
+        stopping: dict[str, int] = {}
+        for name in names:
+            pid = self.member_pid(name)
+            if pid is not None:
+                os.kill(pid, signal.SIGTERM)
+                stopping[name] = pid
         deadline = time.monotonic() + timeout
-        while self.member_pid(name) == pid and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while stopping and time.monotonic() < deadline:
+            stopping = {n: pid for n, pid in stopping.items() if self.member_pid(n) == pid}
+            if stopping:
+                time.sleep(0.05)
 
     def join_and_start(self, name: str, fleet: Path | str, **join: object) -> Proc:
         """Join a cluster and start its agent: the whole join flow."""
@@ -245,12 +263,17 @@ class LocalStack:
                     raise RuntimeError(f"clusters not Ready after {timeout}s: {states}")
                 time.sleep(0.2)
 
-    def close(self) -> None:
-        """Stop every agent, then the hub."""
-        for proc in self.agents.values():
-            proc.stop()
-        for name in self.agents:
-            self.stop_member(name)
+    def close(self, timeout: float = 15.0) -> None:
+        """Stop every agent, then every member cluster, then the hub. Each group is signalled
+        at once and waited for together (``timeout`` s each), so a fleet of 100 stops in
+        about the time one member takes, not one after another."""
+        agents = list(self.agents.values())
+        for proc in agents:
+            proc.signal()
+        deadline = time.monotonic() + timeout
+        for proc in agents:
+            proc.wait_stopped(deadline - time.monotonic())
+        self.stop_members(list(self.agents), timeout)
         self.stop_hub()
 
     def __enter__(self) -> LocalStack:
