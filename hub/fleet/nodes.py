@@ -156,12 +156,17 @@ _ABSENT = object()
 
 def _same_labels(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     """The same labels but for the values of per-node keys: for two filed labels, one label
-    group (its labels are shared) and the same per-node keys."""
+    group (its labels are shared) and the same per-node keys, in any order. The filing paths
+    keep a node's own keys in the order its report gave them, and the wire's maps give none:
+    a node filed from a label set and then from a whole map (a delta) may hold its hostname
+    and GFD timestamp either way round."""
     if a is b:
         return True
     if type(a) is NodeLabels and type(b) is NodeLabels:
-        return ((a.shared is b.shared or a.key == b.key) and len(a.own) == len(b.own)
-                and all(x[0] == y[0] for x, y in zip(a.own, b.own, strict=True)))
+        if not ((a.shared is b.shared or a.key == b.key) and len(a.own) == len(b.own)):
+            return False
+        return (all(x[0] == y[0] for x, y in zip(a.own, b.own, strict=True))
+                or {k for k, _ in a.own} == {k for k, _ in b.own})
     return a == b
 
 Reported = tuple[tuple[DeviceClass, Sequence[str], tuple[int, ...], tuple[int, ...]], ...]

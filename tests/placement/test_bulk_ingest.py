@@ -301,3 +301,30 @@ def test_a_report_of_use_alone_leaves_the_offer_as_it_was(drawn: list[dict[str, 
     again = sent([node_info({**d, "cpu": used}) for d in drawn], forms[1])
     fleet.apply_delta("c1", expand(again.nodes, again.label_sets), [])
     assert cluster.capacity_version == version
+
+
+@pytest.mark.parametrize("delta_as_pb", [False, True])
+def test_per_node_keys_in_another_order_leave_the_offer_as_it_was(delta_as_pb: bool) -> None:
+    """The property above, made certain: the wire's maps give their keys in an order of the
+    process's making, so it failed only now and then (the hostname and GFD timestamp a node
+    was filed with, reported again the other way round, moved ``capacity_version`` and
+    woke every parked task on every delta). Here the second report names them reversed."""
+    def info(cpu: int, own: list[tuple[str, str]]) -> NodeInfo:
+        return NodeInfo("n0", {**dict(own), "zone": "a"}, ResourceAmounts(64_000, 1024, 110),
+                        ResourceAmounts(cpu, 1024, 110))
+
+    own = [("kubernetes.io/hostname", "n0"), ("nvidia.com/gfd.timestamp", "1")]
+    fleet, cluster = fleet_with_holds([])
+    fleet.replace_nodes("c1", [info(1000, own)])
+    version = cluster.capacity_version
+    again = info(2000, [(k, "2" if k.endswith("timestamp") else v) for k, v in own[::-1]])
+    assert list(again.labels)[:2] == ["nvidia.com/gfd.timestamp", "kubernetes.io/hostname"]
+    if delta_as_pb:
+        nodes, _ = encode([again], True, False)
+        fleet.apply_delta("c1", list(nodes), [])
+    else:
+        fleet.apply_delta("c1", [again], [])
+    assert cluster.capacity_version == version
+    moved = info(2000, [*own[::-1], ("rack", "r1")])   # a new key: the offer does move
+    fleet.apply_delta("c1", [moved], [])
+    assert cluster.capacity_version != version
