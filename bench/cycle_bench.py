@@ -7,7 +7,10 @@ fleet is set directly in its view, as ``tests/queueing`` does) with two clusters
 - ``failover`` (default): N tasks are placed on ``c0`` by one cycle, ``c0`` is lost (NotReady,
   its tasks re-queued for failover in one write, as the monitor does) and the cycle that
   re-places all N on ``c1`` is measured: the hub's side of "a lost member's tasks re-placed".
-- ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md).
+- ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md);
+  with ``--clusters K`` (K > 2) every cluster but ``c1`` takes them, so each decision
+  judges and scores K - 1 clusters and each placement stores K - 1 clusters' scores (up to
+  20): the hub's side of a placement in a fleet of many members, without agents.
 
 Measured: the cycle's wall time, the event-loop thread's CPU (``time.thread_time``) and the
 process's CPU (the SQLite writer thread's commits included), per task, and the cyclic
@@ -25,6 +28,7 @@ A/B against another tree (e.g. main exported to /tmp/x): run this same script wi
 
     python bench/cycle_bench.py                       # 1,000 and 10,000 tasks
     python bench/cycle_bench.py --tasks 10000 --profile 25
+    python bench/cycle_bench.py --scenario queued --clusters 101 --nodes 20 --tasks 5000
     python bench/cycle_bench.py --quick --json        # CI size, one JSON object
 """
 
@@ -78,8 +82,10 @@ def _node(name: str, cpus: int) -> NodeInfo:
                     free=res)
 
 
-async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub") -> Hub:
-    """A started hub, loops stopped, clusters c0 and c1 of ``nodes`` nodes each; with
+async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub",
+               clusters: int = 2) -> Hub:
+    """A started hub, loops stopped, ``clusters`` clusters (c0, c1, ...) of ``nodes`` nodes
+    each; with
     ``collector`` "hub" the collector set as ``hub.server`` sets it once started
     (``hub.heap.settle``: what exists frozen, larger thresholds), else CPython's defaults."""
     timings = Timings(placement_interval=3600.0, monitor_interval=3600.0)
@@ -93,7 +99,7 @@ async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub") -> Hub
         loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop
-    for cluster in ("c0", "c1"):
+    for cluster in (f"c{i}" for i in range(clusters)):
         hub.fleet.upsert_cluster(cluster, labels={}, weight=1, headroom=0.0,
                                  state=ClusterState.READY)
         hub.fleet.replace_nodes(cluster, [_node(f"{cluster}-{i}", cpus) for i in range(nodes)])
@@ -172,13 +178,15 @@ async def _one(args: argparse.Namespace, tasks: int,
                profiler: cProfile.Profile | None = None,
                requeue_profiler: cProfile.Profile | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp:
-        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector)
+        hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector,
+                         args.clusters)
         try:
             requeue = await _prepare(hub, args.scenario, tasks, requeue_profiler)
             queued = len(hub.tasks.queued())
             cycle = await _timed(hub, profiler)
             assert cycle["placed"] == queued == tasks, (cycle, queued)
             running = sum(t.state == TaskState.PLACED for t in hub.tasks.active.values())
+            spread = len({t.cluster for t in hub.tasks.active.values()})
             after = []
             for name in ("next", "later"):   # the first sees N newly admitted, then none
                 await _submit(hub, name, 1)
@@ -187,6 +195,7 @@ async def _one(args: argparse.Namespace, tasks: int,
             await hub.stop()
     per = 1e3 / tasks
     return {"tasks": tasks, "placed": int(cycle["placed"]), "active_after": running,
+            "clusters_used": spread,
             "slices": int(cycle["slices"]), "wall_s": round(cycle["wall_s"], 3),
             "loop_cpu_s": round(cycle["loop_cpu_s"], 3), "cpu_s": round(cycle["cpu_s"], 3),
             "loop_cpu_ms_per_task": round(cycle["loop_cpu_s"] * per, 4),
@@ -242,7 +251,7 @@ PIECES = {
     "schedule": "hub/placement/memshare.py:schedule",
     "reserve": "hub/placement/scheduler.py:reserve",
     "stage": "hub/taskbook.py:stage",
-    "score_records": "hub/activetask.py:score_records",
+    "score_records": "hub/scorerows.py:score_records",
     "workload_of": "hub/activetask.py:workload_of",
     "cycle.request": "hub/queueing/cycle.py:request",
     "cycle.placed": "hub/queueing/cycle.py:placed",
@@ -252,7 +261,8 @@ PIECES = {
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every task count, then the profile if asked."""
-    out: dict[str, Any] = {"scenario": args.scenario, "nodes_per_cluster": args.nodes,
+    out: dict[str, Any] = {"scenario": args.scenario, "clusters": args.clusters,
+                           "nodes_per_cluster": args.nodes,
                            "load": os.getloadavg()[0], "python": sys.version.split()[0],
                            "collector": args.collector,
                            "runs": []}
@@ -273,7 +283,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     """The runs as a table, then the profile."""
-    lines = [f"scenario {result['scenario']}, 2 clusters x {result['nodes_per_cluster']} "
+    lines = [f"scenario {result['scenario']}, {result['clusters']} clusters x "
+             f"{result['nodes_per_cluster']} "
              f"nodes, collector {result['collector']}, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
              "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one | "
@@ -309,6 +320,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tasks", type=int, action="append",
                    help="queued tasks in the measured cycle (repeatable; 1,000 and 10,000)")
     p.add_argument("--scenario", choices=("failover", "queued"), default="failover")
+    p.add_argument("--clusters", type=int, default=2,
+                   help="clusters in the fleet (more than 2: the queued scenario only)")
     p.add_argument("--nodes", type=int, default=200, help="nodes per cluster")
     p.add_argument("--cpus", type=int, default=64, help="cpus per node (tasks ask 0.5)")
     p.add_argument("--collector", choices=("hub", "default"), default="hub",
@@ -320,8 +333,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="CI size: 200 tasks, 20 nodes")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    check_bounds(p, args, {"nodes": (1, 10_000), "cpus": (1, 1024), "repeat": (1, 100),
-                           "profile": (0, 200)})
+    check_bounds(p, args, {"clusters": (2, 1_000), "nodes": (1, 10_000), "cpus": (1, 1024),
+                           "repeat": (1, 100), "profile": (0, 200)})
+    if args.clusters > 2 and args.scenario != "queued":
+        p.error("--clusters above 2 needs --scenario queued (failover moves c0's tasks to c1)")
     if any(not 1 <= n <= 100_000 for n in args.tasks or []):
         p.error("--tasks must be from 1 to 100000")
     if args.quick:

@@ -162,10 +162,24 @@ def test_cycle_bench_keeps_cpythons_collector_when_asked() -> None:
     assert result["collector"] == "default" and run["placed"] == 200 and run["gc_s"] >= 0
 
 
+def test_cycle_bench_places_over_many_clusters_when_asked() -> None:
+    """--clusters 6 (queued): every cluster but the NotReady c1 takes tasks."""
+    result = run_bench("cycle_bench.py", "--scenario", "queued", "--clusters", "6")
+    [run] = result["runs"]
+    assert result["clusters"] == 6 and run["placed"] == 200 and run["clusters_used"] == 5
+
+
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "-1"), ("--repeat", "0"),
-                                  ("--profile", "1000")])
+                                  ("--profile", "1000"), ("--clusters", "1")])
 def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("cycle_bench.py", flag)
+
+
+def test_cycle_bench_refuses_many_clusters_in_the_failover_scenario() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cycle_bench.py"),
+                           "--clusters", "5"], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 2 and "--clusters above 2 needs --scenario queued" in done.stderr
 
 
 def test_backlog_bench_submits_over_a_backlog_and_places_nothing_that_cannot_run() -> None:
