@@ -3,7 +3,8 @@
 ``ActiveTask`` is the mutable working copy of a task that has not ended; ``TaskBook``
 (``hub.taskbook``) owns them and persists every change. The helpers build what is sent to
 agents (``workload_of``, ``cancel_command``) and what is written to the store
-(``task_update``, ``score_records``), and snapshot a task so a failed write can be undone.
+(``task_update``; a placement's stored scores are ``hub.scorerows``'), and snapshot a task
+so a failed write can be undone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from fuyao.spec import TaskRequests, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.catalogs import member_names
 from hub.placement.framework import PlacementRequest
-from hub.placement.result import PlacementResult
 from hub.store import TaskRecord, TaskUpdate
 
 Command = tuple[str, pb.HubMessage]   # (cluster, message) to send once persisted
@@ -61,7 +61,7 @@ class ActiveTask:
     generation: int = 0
     message: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
-    scores: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[Any] = field(default_factory=list)   # stored form: ``hub.scorerows``
     owner: str = ""
     parent: str | None = None         # a part's divided task (``hub.division``)
     failover: bool = False            # next placement may use the headroom reserve
@@ -252,45 +252,6 @@ def task_update(task: ActiveTask, *fields: str) -> TaskUpdate:
     if "state" in values:
         values["state"] = task.state.value
     return TaskUpdate(task.id, values)
-
-
-SCORE_RECORDS = 20   # per task: every cluster up to this many, else the best that fit
-
-
-def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[dict[str, Any]]:
-    """Per-cluster verdicts as stored (the JSON shape of ``ClusterScore``), built straight
-    from the score table (no pydantic, no verdict objects): this runs for every placement.
-
-    With more than ``limit`` clusters only ``limit`` are kept: the feasible ones by total
-    score, best first (ties in the statuses' order), then rejected ones (their reasons are
-    in ``reasons`` too), so what a placement stores does not grow with the fleet. Only the
-    kept rows are read from the table: at 100 clusters this was a tenth of the hub's CPU
-    when it transposed every column to keep 20 rows.
-    """
-    table, statuses = result.table, result.statuses
-    clusters = table.clusters
-    row = dict(zip(clusters, range(len(clusters)), strict=True))
-    verdicts = list(statuses.items())
-    if len(verdicts) > limit:
-        fit = [row[name] for name, status in verdicts if status.ok and name in row]
-        best = sorted(fit, key=table.totals.__getitem__, reverse=True)[:limit]   # stable
-        verdicts = ([(clusters[i], statuses[clusters[i]]) for i in best]
-                    + [v for v in verdicts if not v[1].ok])[:limit]
-    plugins = table.plugins
-    rows, normalized, totals = (table.rows, table.normalized, table.totals) if row else ((), {}, ())
-    out: list[dict[str, Any]] = []
-    for name, status in verdicts:
-        i = row.get(name)
-        if i is None or not status.ok:
-            out.append({"cluster": name, "feasible": status.ok, "score": None,
-                        "reason": None if status.ok else status.reason, "plugin_scores": {}})
-        else:
-            raw = rows[i]
-            out.append({"cluster": name, "feasible": True, "score": totals[i],
-                        "reason": None,
-                        "plugin_scores": {p: normalized[j][i] if j in normalized else raw[j]
-                                          for j, p in enumerate(plugins)}})
-    return out
 
 
 SNAPSHOT_FIELDS = ("state", "cluster", "node", "generation", "failover", "reasons", "scores",

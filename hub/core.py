@@ -51,6 +51,7 @@ from hub.planning.quota import queue_quota
 from hub.profiles import ProfileBook
 from hub.queueing import Queueing, QueueingConfig
 from hub.retention import Retention
+from hub.scorerows import expand as expand_scores
 from hub.sessions import Sessions
 from hub.store import Store, TaskRecord
 from hub.store.records import AuditRecord
@@ -287,7 +288,7 @@ class Hub:
             node=src.node, generation=src.generation, queue=src.queue, priority=src.priority,
             message=src.message, spec=spec, owner=src.owner,
             created_at=src.created_at, updated_at=src.updated_at, reasons=dict(src.reasons),
-            scores=[ClusterScore.model_validate(s) for s in src.scores],
+            scores=[ClusterScore.model_validate(s) for s in expand_scores(src.scores)],
             eviction_rate=self.config.timings.eviction_rate,
             queue_position=hold["position"] if hold else None,
             held_by=hold["held_by"] if hold else None,

@@ -31,7 +31,6 @@ from hub.activetask import (
     Command,
     cancel_command,
     restore,
-    score_records,
     snapshot,
     task_update,
     workload_of,
@@ -40,6 +39,7 @@ from hub.clusters import utcnow
 from hub.fleet import FleetView
 from hub.placement import memshare
 from hub.placement.result import PlacementResult
+from hub.scorerows import score_records
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
 from hub.taskindex import ActiveTasks
 from hub.writer import StoreWriter

@@ -231,6 +231,15 @@ def _task_parts(conn: Connection) -> None:
     conn.execute(sa.text("CREATE INDEX ix_tasks_parent ON tasks (parent)"))
 
 
+def _compact_scores(conn: Connection) -> None:
+    """Migration 8: no DDL. From here a task's ``scores`` are written in the compact form
+    (``hub.scorerows``: the plugin names once, a short row per cluster); rows written before
+    stay as they are and are read in either form. The version moves so that an older hub,
+    which reads only the old form, refuses this store ("upgrade the hub") instead of
+    failing on the first new row it shows. Frozen."""
+    del conn
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "queue borrow limits", _queue_borrow),
@@ -239,6 +248,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "cluster taints", _cluster_taints),
     Migration(6, "identities: audit actor details, task owner, agent certificates", _identities),
     Migration(7, "task parts: a divided task's parent", _task_parts),
+    Migration(8, "task scores stored compact (no DDL)", _compact_scores),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

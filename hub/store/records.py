@@ -54,7 +54,7 @@ class TaskRecord:
     generation: int = 0
     message: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
-    scores: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[Any] = field(default_factory=list)   # the form ``hub.scorerows`` writes
     owner: str = ""
     parent: str | None = None     # the divided task this is one cluster's part of
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from typing import ClassVar
 
 import pytest
@@ -21,6 +22,7 @@ from hub.placement import (
     Status,
     with_plugins,
 )
+from hub.scorerows import expand, score_records
 
 from .builders import Reqs, fleet_of, node, place
 
@@ -158,10 +160,41 @@ def test_a_plugin_exception_is_an_error_status_for_that_cluster_only(
     assert statuses["b"] == Status(
         Code.ERROR, "internal error in Exploding: ZeroDivisionError: bad score", "Exploding")
     assert "placement plugin Exploding filter failed on cluster a" in caplog.text
+    # what the task stores reads back as these verdicts, the ERRORs as rejections
+    assert expand(score_records(result)) == [s.model_dump(mode="json") for s in result.scores]
     # Errors are not cached: the next decision asks the plugin again.
     caplog.clear()
     scheduler.schedule(place())
     assert "failed on cluster a" in caplog.text
+
+
+class BadNormalizer:
+    """A score plugin whose ``normalize`` fails: every feasible cluster becomes an ERROR."""
+
+    name: ClassVar[str] = "BadNormalizer"
+
+    def __init__(self, handle: Handle) -> None:
+        del handle
+
+    def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
+        return 50.0
+
+    def normalize(self, ctx: CycleState, req: PlacementRequest, clusters: Sequence[str],
+                  scores: list[float]) -> None:
+        raise ValueError("cannot normalize")
+
+
+def test_a_failing_normalizer_leaves_no_cluster_and_the_stored_rows_say_why() -> None:
+    registry = with_plugins({"BadNormalizer": BadNormalizer})
+    fleet = fleet_of({"a": [node("a1")], "b": [node("b1")]},
+                     states={"b": ClusterState.UNKNOWN})
+    profile = Profile.from_config({"scores": ["Headroom", "BadNormalizer"]}, registry)
+    result = Scheduler(fleet, profile, registry=registry).schedule(place())
+    assert result.cluster is None
+    rows = expand(score_records(result))
+    assert rows == [s.model_dump(mode="json") for s in result.scores]
+    assert [(r["cluster"], r["feasible"]) for r in rows] == [("a", False), ("b", False)]
+    assert "cannot normalize" in rows[0]["reason"]
 
 
 class Recording:

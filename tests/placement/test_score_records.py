@@ -1,13 +1,17 @@
-"""What a placement stores as its per-cluster scores: the scheduler's verdicts, bounded."""
+"""What a placement stores as its per-cluster scores: the scheduler's verdicts, bounded,
+written compact (``hub.scorerows``) and read back as the verdicts were."""
 
 from __future__ import annotations
+
+import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hub.activetask import score_records
 from hub.fleet import FleetView
 from hub.placement import Scheduler
+from hub.scorerows import expand, score_records
+from hub.store.jsontext import dumps
 
 from .builders import fleet_of, node, place
 
@@ -26,13 +30,13 @@ def _fleet(frees: list[int]) -> FleetView:
 def test_up_to_twenty_clusters_every_verdict_is_stored_as_the_scheduler_gave_it(
         frees: list[int], gpus: int) -> None:
     result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=gpus * 1000))
-    assert score_records(result) == [s.model_dump(mode="json") for s in result.scores]
+    assert expand(score_records(result)) == [s.model_dump(mode="json") for s in result.scores]
 
 
 def test_beyond_the_limit_the_best_fitting_clusters_are_kept_best_first() -> None:
     frees = [i % 9 for i in range(100)]
     result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=2000))
-    stored = score_records(result)
+    stored = expand(score_records(result))
     assert len(stored) == 20
     assert all(s["feasible"] for s in stored)
     assert stored[0]["cluster"] == result.cluster
@@ -47,7 +51,7 @@ def test_beyond_the_limit_the_best_fitting_clusters_are_kept_best_first() -> Non
 
 def test_beyond_the_limit_a_task_that_fits_nowhere_keeps_twenty_rejections() -> None:
     result = Scheduler(_fleet([0] * 30)).schedule(place(gpu_milli=1000))
-    stored = score_records(result)
+    stored = expand(score_records(result))
     assert result.cluster is None
     assert [s["cluster"] for s in stored] == [f"c{i:03d}" for i in range(20)]
     assert all(not s["feasible"] and s["reason"] for s in stored)
@@ -63,4 +67,27 @@ def test_beyond_the_limit_the_kept_rows_are_the_scheduler_verdicts_best_first_ti
     everything = [s.model_dump(mode="json") for s in result.scores]
     feasible = sorted((s for s in everything if s["feasible"]), key=lambda s: -s["score"])
     expected = (feasible + [s for s in everything if not s["feasible"]])[:20]
-    assert score_records(result) == expected
+    assert expand(score_records(result)) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=1, max_size=40), st.integers(1, 4))
+def test_the_stored_text_reads_back_to_the_same_verdicts_and_names_each_plugin_once(
+        frees: list[int], gpus: int) -> None:
+    """What the store writes (the JSON text) and reads back expands to the same rows, and
+    the plugin names are written once, not once per cluster."""
+    result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=gpus * 1000))
+    stored = score_records(result)
+    text = dumps(stored)
+    assert expand(json.loads(text)) == expand(stored)
+    for plugin in result.table.plugins:
+        assert text.count(f'"{plugin}"') == 1
+
+
+def test_rows_stored_before_the_compact_form_are_read_as_they_are() -> None:
+    old = [{"cluster": "east", "feasible": True, "score": 12.5, "reason": None,
+            "plugin_scores": {"Headroom": 12.5}},
+           {"cluster": "west", "feasible": False, "score": None, "reason": "cordoned",
+            "plugin_scores": {}}]
+    assert expand(json.loads(json.dumps(old))) == old
+    assert expand([]) == []

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from fuyao.spec import ClusterState
 from hub import loops
-from hub.activetask import ActiveTask, score_records
+from hub.activetask import ActiveTask
 from hub.placement.result import PlacementResult
+from hub.scorerows import score_records
 from tests.hub.conftest import HubHarness
 from tests.queueing.conftest import add_cluster, quiet_harness, submit
 

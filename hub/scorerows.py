@@ -1,0 +1,92 @@
+"""A placement's per-cluster scores as the store keeps them, and as they are read back.
+
+Every placement (and every new reason a task waits) writes its clusters' verdicts to the
+task (``TaskRecord.scores``); ``TaskView.scores`` (REST, ``fuyaoctl task describe``, the SDK)
+shows them as ``ClusterScore`` rows. They are written compact, the plugin names once:
+
+    [["ClusterWeight", "Headroom", ...],      the score plugins, in the profile's order
+     ["gpu-east", 231.5, [100.0, 37.5, ...]], scored: the total, one score per plugin
+     ["gpu-west", "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."],   rejected
+     ["gpu-north"]]                           feasible, but not in the score table
+
+A row's length says what it is. The scores per plugin are those that entered the total
+(normalized where the plugin normalizes). Tasks stored before this form hold one
+``ClusterScore`` dict per cluster; ``expand`` reads both, so nothing stored is rewritten.
+
+Why compact: at 100 member clusters building the dict rows was about a tenth of the hub's
+CPU end to end, and their JSON (plugin names repeated in each of 20 rows) the bulk of a
+placement's write; the compact rows take a fraction of both (``docs/benchmarks.md``,
+"Stored scores").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hub.placement.result import PlacementResult
+
+SCORE_RECORDS = 20   # per task: every cluster up to this many, else the best that fit
+
+
+def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[Any]:
+    """The verdicts as stored (the compact form above), straight from the score table.
+
+    With more than ``limit`` clusters only ``limit`` are kept: the feasible ones by total
+    score, best first (ties in the statuses' order), then rejected ones (their reasons are
+    in ``reasons`` too), so what a placement stores does not grow with the fleet. Only the
+    kept rows are read from the table.
+    """
+    table, statuses = result.table, result.statuses
+    clusters, rows, totals = table.clusters, table.rows, table.totals
+    swaps = list(table.normalized.items())
+
+    def scored(name: str, i: int) -> list[Any]:
+        values = list(rows[i])
+        for j, column in swaps:
+            values[j] = column[i]
+        return [name, totals[i], values]
+
+    out: list[Any] = [list(table.plugins)]
+    verdicts = statuses.items()
+    if len(verdicts) <= limit:
+        row = dict(zip(clusters, range(len(clusters)), strict=True))
+        for name, status in verdicts:
+            i = row.get(name)
+            if not status.ok:
+                out.append([name, status.reason])
+            else:
+                out.append([name] if i is None else scored(name, i))
+        return out
+    # Best total first, ties in the table's order (the statuses' order: both by name);
+    # a row of the table whose status is not OK (its normalizer failed) is passed over.
+    status_of = dict(verdicts)
+    best: list[int] = []
+    for i in sorted(range(len(clusters)), key=totals.__getitem__, reverse=True):
+        if status_of[clusters[i]].ok:
+            best.append(i)
+            if len(best) == limit:
+                break
+    out += [scored(clusters[i], i) for i in best]
+    if len(best) < limit:
+        out += [[name, status.reason] for name, status in verdicts if not status.ok
+                ][:limit - len(best)]
+    return out
+
+
+def expand(stored: Sequence[Any]) -> list[dict[str, Any]]:
+    """Stored scores, either form, as ``ClusterScore`` dicts (its JSON shape), in order."""
+    if not stored or isinstance(stored[0], dict):
+        return [dict(s) for s in stored]     # written before the compact form
+    plugins = stored[0]
+    out: list[dict[str, Any]] = []
+    for entry in stored[1:]:
+        name = entry[0]
+        if len(entry) == 3:
+            out.append({"cluster": name, "feasible": True, "score": entry[1], "reason": None,
+                        "plugin_scores": dict(zip(plugins, entry[2], strict=True))})
+        else:
+            rejected = len(entry) == 2
+            out.append({"cluster": name, "feasible": not rejected, "score": None,
+                        "reason": entry[1] if rejected else None, "plugin_scores": {}})
+    return out
