@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache, wraps
 
 from fuyao.errors import InvalidInput
 
@@ -70,6 +72,24 @@ def parse_quantity(value: str | int | float, *, what: str = "quantity") -> Decim
 
 
 INT64_MAX = 2 ** 63 - 1   # what the wire carries (millicores, milli-GPUs, MiB)
+_KEPT = 4096
+
+
+def _kept(parse: Callable[[str | int | float], int]) -> Callable[[str | int | float], int]:
+    """``parse`` with its answers kept. The request parsers are pure and see few distinct
+    values ("500m", "1Gi", 1, ...), so a placement decision or a submit need not parse
+    "16Gi" with ``Decimal`` each time. Kept per type (1, 1.0 and True apart: True is still
+    refused); refusals raise and are not kept; at most ``_KEPT`` answers, so hostile variety
+    cannot grow memory; anything but a str, int or float is parsed (and refused) as ever."""
+    cached = lru_cache(maxsize=_KEPT, typed=True)(parse)
+
+    @wraps(parse)
+    def kept(value: str | int | float) -> int:
+        if isinstance(value, str | int | float):
+            return cached(value)
+        return parse(value)
+
+    return kept
 
 
 def _wire_int(value: Decimal, what: str, shown: str | int | float) -> int:
@@ -79,12 +99,14 @@ def _wire_int(value: Decimal, what: str, shown: str | int | float) -> int:
     return number
 
 
+@_kept
 def parse_cpu_milli(value: str | int | float) -> int:
     """CPU in millicores: ``"500m"`` -> 500, ``2`` -> 2000, ``"1.5"`` -> 1500 (at most what
     an int64 holds: about 9.2e15 cores)."""
     return _wire_int(parse_quantity(value, what="cpu") * 1000, "cpu", value)
 
 
+@_kept
 def parse_memory_mib(value: str | int | float) -> int:
     """Memory in MiB, rounded up: ``"16Gi"`` -> 16384, ``"1G"`` -> 954; a bare number is bytes."""
     mib = parse_quantity(value, what="memory") / _MIB
@@ -99,6 +121,7 @@ def parse_memory_mib_label(value: str | int | float) -> int:
     return parse_memory_mib(value)
 
 
+@_kept
 def parse_gpu_milli(value: str | int | float) -> int:
     """GPUs in milli-devices: ``1`` -> 1000, ``"0.5"`` / ``"500m"`` -> 500.
 

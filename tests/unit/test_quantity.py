@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fuyao.errors import InvalidInput
 from fuyao.quantity import (
@@ -195,3 +198,39 @@ def test_format_mib(mib: int, text: str) -> None:
 def test_format_cpu(milli: int, text: str) -> None:
     assert format_cpu(milli) == text
     assert parse_cpu_milli(text) == milli
+
+
+_VALUES = st.one_of(
+    st.sampled_from(["500m", "1", "1.0", "1Gi", "16Gi", "0.5", "2", "1e3", "-1", "x", "1.5",
+                     " 4 ", "1e999", ""]),
+    st.booleans(), st.integers(-2, 3000), st.floats(allow_nan=True, allow_infinity=True),
+    st.from_regex(r"\A[0-9]{1,4}(\.[0-9]{1,3})?(m|k|Mi|Gi|G)?\Z"),
+    st.lists(st.integers(), max_size=2), st.none())
+
+
+def _answer(parse: Callable[[Any], int], value: Any) -> tuple[str, Any]:
+    try:
+        return "ok", parse(value)
+    except InvalidInput as exc:
+        return "refused", exc.message
+    except (TypeError, AttributeError) as exc:   # not a quantity at all: as ever
+        return "error", type(exc).__name__
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["cpu", "memory", "gpu"]), _VALUES), max_size=30))
+def test_kept_answers_are_the_parsers_answers_whatever_was_asked_before(
+        asks: list[tuple[str, Any]]) -> None:
+    """The request parsers keep their answers (``fuyao.quantity._kept``): asked in any order,
+    1, 1.0 and True among them, each answer - a value or a refusal - is the plain parse's."""
+    parsers = {"cpu": parse_cpu_milli, "memory": parse_memory_mib, "gpu": parse_gpu_milli}
+    for kind, value in asks:
+        parse = parsers[kind]
+        assert _answer(parse, value) == _answer(parse.__wrapped__, value)  # type: ignore[attr-defined]
+
+
+def test_true_is_refused_even_after_one_was_parsed() -> None:
+    assert parse_cpu_milli(1) == 1000 and parse_gpu_milli(1.0) == 1000
+    for parse in (parse_cpu_milli, parse_gpu_milli, parse_memory_mib):
+        with pytest.raises(InvalidInput, match="not a quantity"):
+            parse(True)
