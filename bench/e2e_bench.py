@@ -260,12 +260,12 @@ class Profiler:
             self.proc.wait(30)
 
 
-def cpu_seconds(pid: int) -> dict[str, float]:
+def cpu_seconds(pid: int, children: bool = True) -> dict[str, float]:
     """CPU seconds (user + system) each thread of process ``pid`` has used, by thread name
     (``/proc``; Linux only, empty elsewhere), and each of its child processes (the store
-    writer's, ``hub.store.writer_process``) as ``child:NAME``; plus ``"total"`` of both: a
-    figure of the hub's own cost per task that the load of other processes on the machine
-    hardly moves."""
+    writer's, ``hub.store.writer_process``) as ``child:NAME`` unless ``children`` is False;
+    plus ``"total"`` of both: a figure of the hub's own cost per task that the load of other
+    processes on the machine hardly moves."""
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
 
@@ -274,21 +274,59 @@ def cpu_seconds(pid: int) -> dict[str, float]:
         out["total"] = out.get("total", 0.0) + used
 
     try:
-        children: list[str] = []
+        kids: list[str] = []
         for tid in os.listdir(f"/proc/{pid}/task"):
             name, used = _stat(f"/proc/{pid}/task/{tid}/stat", tick)
             add(name, used)
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                children += f.read().split()
+            if children:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids += f.read().split()
     except OSError:
         return {}
-    for child in children:
+    for child in kids:
         try:
             name, _ = _stat(f"/proc/{child}/stat", tick)
             for tid in os.listdir(f"/proc/{child}/task"):
                 add(f"child:{name}", _stat(f"/proc/{child}/task/{tid}/stat", tick)[1])
         except OSError:
             continue    # ended meanwhile
+    return out
+
+
+def fleet_cpu_seconds(stack: LocalStack) -> dict[str, float]:
+    """CPU seconds the stack's agents and their simulated members have used (each process's
+    own threads: a member outlives its agent and is read by its own pid), the bench process
+    itself (its REST submitters), and the machine's busy and total core seconds
+    (``/proc/stat``: every process on it, other users' too). On this 2-core machine the
+    members share the cores with the hub; these say whether a phase ran out of machine."""
+    out = {"agents": 0.0, "members": 0.0}
+    for name, agent in list(stack.agents.items()):
+        out["agents"] += cpu_seconds(agent.popen.pid, children=False).get("total", 0.0)
+        member = stack.member_pid(name)
+        if member is not None:
+            out["members"] += cpu_seconds(member, children=False).get("total", 0.0)
+    out["bench"] = time.process_time()
+    try:
+        with open("/proc/stat") as f:
+            jiffies = [int(x) for x in f.readline().split()[1:9]]
+    except OSError:
+        return out
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = jiffies[3] + jiffies[4]            # idle, iowait
+    out["machine_total"] = sum(jiffies) / tick
+    out["machine_busy"] = (sum(jiffies) - idle) / tick
+    return out
+
+
+def machine_share(before: dict[str, float], after: dict[str, float],
+                  tasks: int) -> dict[str, float]:
+    """Between two ``fleet_cpu_seconds`` readings: the agents', members' and bench's CPU ms
+    per task, and how busy the machine's cores were (0..1)."""
+    out = {k: round((after[k] - before[k]) * 1000 / tasks, 3)
+           for k in ("agents", "members", "bench")}
+    total = after.get("machine_total", 0.0) - before.get("machine_total", 0.0)
+    if total > 0:
+        out["machine_busy"] = round((after["machine_busy"] - before["machine_busy"]) / total, 3)
     return out
 
 
@@ -319,7 +357,7 @@ def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse
     assert stack.hub is not None
     pid = stack.hub.popen.pid
     profiler = Profiler(args.profile, pid, prefix)
-    cpu_before = cpu_seconds(pid)
+    cpu_before, fleet_before = cpu_seconds(pid), fleet_cpu_seconds(stack)
     started = time.perf_counter()
     offered = submit(stack, prefix, count, batch or args.batch, spec, rate, args.submitters)
     wait_for(lambda: metrics.count("Queued") <= args.backlog, args.timeout,
@@ -327,6 +365,7 @@ def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse
     placed = count / (time.perf_counter() - started)
     wait_for(lambda: metrics.count("Placed") == 0, args.timeout, "every task running")
     cpu = cpu_ms_per_task(cpu_before, cpu_seconds(pid), count)
+    others = machine_share(fleet_before, fleet_cpu_seconds(stack), count)
     profiler.stop()
     lat, first, last = latencies(client, prefix, count, args.sample)
     after = metrics.scrape()
@@ -338,6 +377,7 @@ def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse
         "submit_to_running_p99_ms": round(percentile(lat, 99) * 1000, 1),
         "stages": breakdown(before, after),
         "hub_cpu_ms_per_task": cpu,
+        "other_cpu_ms_per_task": others,
     }
 
 
@@ -430,6 +470,11 @@ def markdown(result: dict[str, Any]) -> str:
     for name, p in phases:
         cpu = ", ".join(f"{k} {v}" for k, v in p.get("hub_cpu_ms_per_task", {}).items())
         lines.append(f"\nHub CPU ms per task, {name} (submit to Running, by thread): {cpu}")
+        other = p.get("other_cpu_ms_per_task", {})
+        if other:
+            lines.append(f"Other CPU ms per task, {name}: agents {other['agents']}, members "
+                         f"{other['members']}, this bench {other['bench']}; machine's cores "
+                         f"busy {other.get('machine_busy', 0):.0%}")
     lines += ["", f"Baselines, same run: grpc.aio stream echo "
               f"{result['baseline_grpc_echo_per_s']:,} msg/s (burst placements = "
               f"{result['placement_vs_echo']:.0%} of it); REST stores "

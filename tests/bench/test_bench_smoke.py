@@ -39,6 +39,10 @@ def test_e2e_bench_places_every_task_on_ten_clusters_and_says_where_the_time_wen
         assert set(stages) == {"queue", "decide", "commit", "send", "member", "report",
                                "apply"}
         assert all(s["tasks"] > 0 and s["mean_ms"] >= 0 for s in stages.values())
+        # what the rest of the machine spent meanwhile: the members run on the same cores
+        other = phase["other_cpu_ms_per_task"]
+        assert other["agents"] > 0 and other["members"] > 0 and other["bench"] > 0
+        assert 0 < other["machine_busy"] <= 1
     assert 0 < result["burst"]["stages"]["queue"]["tasks"] <= result["burst"]["tasks"]
 
 
