@@ -15,8 +15,8 @@ A row's length says what it is. The scores per plugin are those that entered the
 
 Why compact: at 100 member clusters building the dict rows was about a tenth of the hub's
 CPU end to end, and their JSON (plugin names repeated in each of 20 rows) the bulk of a
-placement's write; the compact rows take a fraction of both (``docs/benchmarks.md``,
-"Stored scores").
+placement's write; the compact rows take a fraction of both (``docs/benchmarks.md``, e2e
+section, "Sixteenth pass").
 """
 
 from __future__ import annotations
