@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -490,6 +491,18 @@ class TaskView(BaseModel):
     parts: list[TaskPart] = Field(
         default_factory=list, description="divided across clusters: one part per workload")
     parent: str | None = Field(default=None, description="a part: the divided task's name")
+
+    @field_validator("spec", mode="wrap")
+    @classmethod
+    def _spec_as_given(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> TaskSpec:
+        """A ``TaskSpec`` is taken as it is: it was validated when it was made, and
+        pydantic would otherwise run its model validators again for every view holding it
+        (the hub builds one view per task of a submit's answer). Anything else - the SDK
+        reading a view's JSON - is validated in full."""
+        if type(value) is TaskSpec:
+            return value
+        out: TaskSpec = handler(value)
+        return out
 
 
 class JoinRequest(BaseModel):

@@ -282,7 +282,7 @@ class Hub:
         and parsed again), else the stored record."""
         src: ActiveTask | TaskRecord = task if task is not None else rec
         spec = task.spec if task is not None else TaskSpec.model_validate(rec.spec)
-        hold = self.queueing.hold_for(task) if task is not None else None
+        place = self.queueing.place_of(task) if task is not None else None
         return TaskView(
             id=src.id, name=src.name, state=TaskState(src.state), cluster=src.cluster,
             node=src.node, generation=src.generation, queue=src.queue, priority=src.priority,
@@ -290,8 +290,8 @@ class Hub:
             created_at=src.created_at, updated_at=src.updated_at, reasons=dict(src.reasons),
             scores=[ClusterScore.model_validate(s) for s in expand_scores(src.scores)],
             eviction_rate=self.config.timings.eviction_rate,
-            queue_position=hold["position"] if hold else None,
-            held_by=hold["held_by"] if hold else None,
+            queue_position=place[0] if place else None,
+            held_by=place[1] if place else None,
             parts=self.placement.division.views(src.id),
             parent=src.name.rsplit(".", 1)[0] if src.parent else None,
         )

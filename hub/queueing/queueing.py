@@ -34,7 +34,7 @@ from hub.queueing.ledger import Ledger, copy_usage
 from hub.queueing.parking import Parking
 from hub.queueing.preempt import Planner
 from hub.queueing.quota import QueueState, Usage, Vector, demand
-from hub.queueing.views import queue_view, task_hold
+from hub.queueing.views import queue_view, task_hold, task_place
 from hub.taskbook import TaskBook
 
 __all__ = ["Queueing", "QueueingConfig"]
@@ -103,6 +103,11 @@ class Queueing:
         """The queue and quota state of a queued task (``task explain``, ``task describe``;
         shape in ``hub.queueing.views.task_hold``), None when it is not Queued."""
         return task_hold(self, task)
+
+    def place_of(self, task: ActiveTask) -> tuple[int | None, str | None] | None:
+        """A queued task's position in its queue and the hold on it, if any (what a task
+        view shows: ``hub.queueing.views.task_place``), None when it is not Queued."""
+        return task_place(self, task)
 
     # -- use ----------------------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 (``queue list | describe``), and a queued task's place and the quota holding it (``task
 list | describe | explain``).
 
-Pure reads of ``Queueing``'s memory (``hub.queueing.queueing``), which calls ``queue_view``
-and ``task_hold`` for its public ``view``/``views``/``hold_for``; nothing here writes.
+Pure reads of ``Queueing``'s memory (``hub.queueing.queueing``), which calls ``queue_view``,
+``task_hold`` and ``task_place`` for its public ``view``/``views``/``hold_for``/
+``place_of``; nothing here writes.
 """
 
 from __future__ import annotations
@@ -61,6 +62,17 @@ PARKED = ("parked: no cluster could take it even with nothing running; tried aga
           "cluster joins or one's nodes or settings change")
 
 
+def task_place(owner: Queueing, task: ActiveTask) -> tuple[int | None, str | None] | None:
+    """A queued task's position in its queue and what holds it (``task_hold``'s
+    ``position`` and ``held_by``); None when it is not Queued. What every task view shows,
+    without the quota and usage figures only ``task explain`` reads: a submit's answer
+    builds one view per task."""
+    if task.state != TaskState.QUEUED:
+        return None
+    held = owner.holds.get(task.id) or (PARKED if owner.parking.parked(task) else None)
+    return positions_now(owner).get(task.id), held
+
+
 def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
     """The queue and quota state of a queued task; None when it is not Queued.
 
@@ -70,14 +82,15 @@ def task_hold(owner: Queueing, task: ActiveTask) -> dict[str, Any] | None:
     (``hub.queueing.parking``), or None; ``reserved_cluster`` a
     cluster kept for it (backfill or preemption); ``preempting`` the victims it waits for.
     """
-    if task.state != TaskState.QUEUED:
+    place = task_place(owner, task)
+    if place is None:
         return None
     rec = owner.book.records.get(task.queue)
     plan = owner.preemption.preempting.get(task.id)
     return {
         "queue": task.queue,
-        "position": positions_now(owner).get(task.id),
-        "held_by": owner.holds.get(task.id) or (PARKED if owner.parking.parked(task) else None),
+        "position": place[0],
+        "held_by": place[1],
         "quotas": dict(rec.quotas) if rec else {},
         "borrow": dict(rec.borrow) if rec else {},
         "usage": _shown(owner.usage.of(task.queue)),
