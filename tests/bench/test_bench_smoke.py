@@ -213,3 +213,23 @@ def test_gate_bench_relays_bytes_and_round_trips_and_reports_their_cost() -> Non
 def test_gate_bench_refuses_out_of_range_flags_before_starting_anything(
         flag: tuple[str, str]) -> None:
     assert_refused("gate_bench.py", flag)
+
+
+def test_submit_bench_stores_every_batch_through_rest_and_splits_the_cpu() -> None:
+    result = run_bench("submit_bench.py")
+    assert result["tasks"] == 400 and result["batch"] == 100 and result["measured"] == 300
+    assert result["cpu_ms_per_task"] >= result["loop_cpu_ms_per_task"] > 0
+    assert result["writer_cpu_ms_per_task"] >= 0 and result["wall_ms_per_task"] > 0
+
+
+@pytest.mark.parametrize("flag", [("--tasks", "0"), ("--batch", "1001"), ("--warm", "-1"),
+                                  ("--profile", "201")])
+def test_submit_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("submit_bench.py", flag)
+
+
+def test_submit_bench_refuses_to_measure_nothing() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "submit_bench.py"),
+                           "--tasks", "400", "--batch", "200", "--warm", "2"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and "leaves none of the 2 batches measured" in done.stderr
