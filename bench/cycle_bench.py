@@ -83,14 +83,15 @@ def _node(name: str, cpus: int) -> NodeInfo:
 
 
 async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub",
-               clusters: int = 2) -> Hub:
+               clusters: int = 2, **config: Any) -> Hub:
     """A started hub, loops stopped, ``clusters`` clusters (c0, c1, ...) of ``nodes`` nodes
     each; with
     ``collector`` "hub" the collector set as ``hub.server`` sets it once started
-    (``hub.heap.settle``: what exists frozen, larger thresholds), else CPython's defaults."""
+    (``hub.heap.settle``: what exists frozen, larger thresholds), else CPython's defaults.
+    ``config``: more ``HubConfig`` fields."""
     timings = Timings(placement_interval=3600.0, monitor_interval=3600.0)
     hub = Hub(HubConfig(home=home, agent_port=_free_port(), register_port=_free_port(),
-                        agent_tls=False, timings=timings))
+                        agent_tls=False, timings=timings, **config))
     home.mkdir(parents=True, exist_ok=True)
     await hub.start()
     if collector == "hub":

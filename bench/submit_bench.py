@@ -2,9 +2,9 @@
 
 Starts a real hub as ``cycle_bench.py`` does (SQLite in a temporary home, background loops
 stopped, the collector set as the hub server sets it), with no clusters (the tasks stay
-Queued), and its REST app behind httpx's in-process ASGI transport, then POSTs
-``/api/v1/tasks:batch`` of ``--batch`` tasks until ``--tasks`` are stored, as the e2e bench's
-submitters do (the same task: 1 GPU, 30 s). What one submit costs the hub: the request's
+Queued) and no REST rate limit (as the e2e bench runs it), and its REST app behind httpx's
+in-process ASGI transport, then POSTs ``/api/v1/tasks:batch`` of ``--batch`` tasks until
+``--tasks`` are stored, as the e2e bench's submitters do (the same task: 1 GPU, 30 s). What one submit costs the hub: the request's
 parsing and validation, the task book, the store's insert (its writer thread) and the views
 it answers with, without the sockets, the placement loop or the members.
 
@@ -45,10 +45,11 @@ SPEC = {"gpu": 1, "duration": "30s"}
 async def _run(args: argparse.Namespace, profiler: cProfile.Profile | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="submit-bench-") as tmp:
         home = Path(tmp) / "hub"
-        hub = await _hub(home, nodes=0, cpus=1, clusters=0)   # nothing can be placed
-        token = (home / "admin.token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        # nothing can be placed; no REST rate limit (as the e2e bench runs the hub)
+        hub = await _hub(home, nodes=0, cpus=1, clusters=0, api_rate_limit=0.0)
         try:
+            token = (home / "admin.token").read_text().strip()
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(hub)),
                                          base_url="http://hub", headers=headers) as api:
                 batches = [[{"name": f"t-{start + i}", **SPEC}

@@ -12,7 +12,9 @@ from hub.auth.guard import identity_of
 from hub.core import Hub
 
 
-def _hub(request: Request) -> Hub:
+async def _hub(request: Request) -> Hub:
+    """The app's hub. ``async`` though it never waits: FastAPI runs a plain ``def``
+    dependency in its thread pool, a thread hop per request (two, with ``identity_of``)."""
     hub: Hub = request.app.state.hub
     return hub
 

@@ -77,8 +77,9 @@ async def guard(request: Request) -> Identity | None:
     return identity
 
 
-def identity_of(request: Request) -> Identity:
-    """The identity ``guard`` verified for this request."""
+async def identity_of(request: Request) -> Identity:
+    """The identity ``guard`` verified for this request. ``async`` though it never waits:
+    FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop per request."""
     identity: Identity | None = getattr(request.state, "identity", None)
     if identity is None:
         raise Unauthenticated("no identity for this request")
