@@ -4,9 +4,10 @@ Starts a real hub as ``cycle_bench.py`` does (SQLite in a temporary home, backgr
 stopped, the collector set as the hub server sets it), with no clusters (the tasks stay
 Queued) and no REST rate limit (as the e2e bench runs it), and its REST app behind httpx's
 in-process ASGI transport, then POSTs ``/api/v1/tasks:batch`` of ``--batch`` tasks until
-``--tasks`` are stored, as the e2e bench's submitters do (the same task: 1 GPU, 30 s). What one submit costs the hub: the request's
-parsing and validation, the task book, the store's insert (its writer thread) and the views
-it answers with, without the sockets, the placement loop or the members.
+``--tasks`` are stored, as the e2e bench's submitters do (the same task: 1 GPU, 30 s). What
+one submit costs the hub: the request's parsing and validation, the task book, the store's
+insert (its writer thread) and the views it answers with, without the sockets, the
+placement loop or the members.
 
 Measured per task: the event-loop thread's CPU (``time.thread_time``), the process's CPU
 (the writer thread's commits included) and the wall time; the first ``--warm`` batches are
