@@ -233,3 +233,15 @@ def test_submit_bench_refuses_to_measure_nothing() -> None:
                            "--tasks", "400", "--batch", "200", "--warm", "2"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2 and "leaves none of the 2 batches measured" in done.stderr
+
+
+def test_submit_bench_measures_one_task_batches_past_the_rest_burst() -> None:
+    """1,000 one-task requests in a few seconds: far more than the default REST limit lets
+    one token send (a burst of 200, then 50 a second), so the bench's hub must run without
+    it, as the e2e bench's does (a 429 ends the run)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "submit_bench.py"),
+                           "--tasks", "1000", "--batch", "1", "--warm", "1", "--json"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["batch"] == 1 and result["measured"] == 999
