@@ -29,7 +29,7 @@ from fuyao.spec import (
 )
 from hub.activetask import ActiveTask
 from hub.agentpki import AgentCertificates
-from hub.auth.actor import CURRENT, Actor
+from hub.auth.actor import CURRENT, Actor, AuditNotes
 from hub.auth.service import AuthService
 from hub.catalogs import OperatedCatalog
 from hub.clusters import ClusterManager
@@ -216,11 +216,12 @@ class Hub:
     async def submit(self, specs: list[TaskSpec]) -> list[TaskView]:
         """Store tasks as Queued (all or none), then wake the placement loop."""
         names = ",".join(s.name for s in specs[:20]) + ("..." if len(specs) > 20 else "")
-        async with self.audited("task.submit", names):
+        async with self.audited("task.submit", names) as audit:
             specs = [self.resolve(s) for s in specs]
             await self.deps.check(specs)
             self.queueing.check_submit(specs)
-            records = await self.tasks.submit(specs, owner=CURRENT.get().name)
+            records = await self.tasks.submit(specs, owner=CURRENT.get().name,
+                                              audit=audit.claim())
         self.placement.poke(settle=False)
         return [self._view(self.tasks.active.get(r.id), r) for r in records]
 
@@ -310,10 +311,11 @@ class Hub:
 
     @contextlib.asynccontextmanager
     async def audited(self, action: str, target: str,
-                      actor: Actor | None = None) -> AsyncIterator[list[str]]:
+                      actor: Actor | None = None) -> AsyncIterator[AuditNotes]:
         """Audit the mutation in the block: ``ok`` (plus any notes the block appends to the
-        yielded list) or ``refused: <message>`` when it raises."""
-        notes: list[str] = []
+        yielded list; written by the block's own store call if it ``claim``s it) or
+        ``refused: <message>`` when it raises."""
+        notes = AuditNotes(actor or CURRENT.get(), action, target)
         try:
             yield notes
         except Exception as exc:
@@ -324,7 +326,8 @@ class Hub:
             except Exception:   # the store may be what failed: keep the original error
                 log.exception("could not audit %s %s: %s", action, target, result)
             raise
-        await self.audit(action, target, ", ".join(["ok", *notes]), actor)
+        if not notes.claimed:
+            await self.write_audit(notes.success())
 
     def _refresh_gauges(self) -> None:
         self.metrics.tasks.clear()

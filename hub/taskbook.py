@@ -41,6 +41,7 @@ from hub.placement import memshare
 from hub.placement.result import PlacementResult
 from hub.scorerows import score_records
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
+from hub.store.records import AuditRecord
 from hub.taskindex import ActiveTasks
 from hub.writer import StoreWriter
 
@@ -123,9 +124,11 @@ class TaskBook:
 
     # -- submit and cancel (REST) ----------------------------------------------------------
 
-    async def submit(self, specs: Sequence[TaskSpec], owner: str = "") -> list[TaskRecord]:
+    async def submit(self, specs: Sequence[TaskSpec], owner: str = "",
+                     audit: AuditRecord | None = None) -> list[TaskRecord]:
         """Store new tasks as Queued (all or none) and make them placeable; ``owner`` is
-        the API token that submitted them."""
+        the API token that submitted them; ``audit``: the submit's audit record, stored in
+        the same transaction."""
         now = utcnow()
         records = [
             TaskRecord(
@@ -136,14 +139,17 @@ class TaskBook:
             for s in specs
         ]
         events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
-        return await self.add(records, events, specs)
+        return await self.add(records, events, specs, audit=audit)
 
     async def add(self, records: Sequence[TaskRecord], events: Sequence[EventRecord],
-                  specs: Sequence[TaskSpec] | None = None) -> list[TaskRecord]:
+                  specs: Sequence[TaskSpec] | None = None,
+                  audit: AuditRecord | None = None) -> list[TaskRecord]:
         """Store new tasks (all or none) and make them active (``submit``; the parts of a
         divided task, ``hub.division``). ``specs``: the validated specs the records' were
-        dumped from, one per record, kept instead of validated again (``stored_spec``)."""
-        stored = await self.writer.call(self.writer.store.add_tasks, records, events)
+        dumped from, one per record, kept instead of validated again (``stored_spec``);
+        ``audit``: a record committed with them."""
+        stored = await self.writer.call(self.writer.store.add_tasks, records, events,
+                                        audit=audit)
         kept: Sequence[TaskSpec | None] = [None] * len(stored) if specs is None else specs
         for rec, spec in zip(stored, kept, strict=True):
             self._add(ActiveTask.from_record(rec, spec))

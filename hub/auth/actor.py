@@ -46,6 +46,28 @@ class Actor:
                            role=self.role, source=self.source, request_id=self.request_id)
 
 
+class AuditNotes(list[str]):
+    """What ``Hub.audited`` yields to its block: notes to append to the ``ok`` result, and
+    ``claim()``, which hands the block that ``ok`` record to write in the mutation's own
+    store transaction (the change and its audit commit together, in one write); ``audited``
+    then writes no ``ok`` of its own. A block that raises is audited as refused either way
+    (its transaction, the claimed record with it, rolled back)."""
+
+    def __init__(self, actor: Actor, action: str, target: str) -> None:
+        super().__init__()
+        self.actor, self.action, self.target = actor, action, target
+        self.claimed = False
+
+    def success(self) -> AuditRecord:
+        """The ``ok`` record with the notes appended so far."""
+        return self.actor.record(self.action, self.target, ", ".join(["ok", *self]))
+
+    def claim(self) -> AuditRecord:
+        """The ``ok`` record, for the block to store itself: ``audited`` will not."""
+        self.claimed = True
+        return self.success()
+
+
 SYSTEM = Actor("system")
 OPEN_HUB = Identity("anonymous", Role.ADMIN)   # --auth none: every caller is admin
 CURRENT: ContextVar[Actor] = ContextVar("fuyao_actor", default=SYSTEM)

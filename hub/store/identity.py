@@ -28,6 +28,14 @@ from hub.store.tables import TABLES, AgentCertificateRow, ApiTokenRow, AuditRow,
 JOIN_TOKEN_ID_LEN = 12   # characters of the token's hash shown as its id
 
 
+def audit_row(rec: AuditRecord, at: datetime | None = None) -> AuditRow:
+    """The stored row of one audit record (at ``at``, else now), its fields bounded."""
+    when = datetime.now(UTC) if at is None else convert.utc(at, "at")
+    return AuditRow(at=when, actor=rec.actor[:200], action=rec.action[:100],
+                    target=rec.target[:500], result=rec.result[:2000], role=rec.role,
+                    source=rec.source[:100], request_id=rec.request_id[:100])
+
+
 def _token_record(row: ApiTokenRow) -> ApiTokenRecord:
     return ApiTokenRecord(
         id=row.id, name=row.name, token_hash=row.token_hash, role=row.role,
@@ -182,12 +190,8 @@ class IdentityStore:
         ``actor`` may be a whole ``AuditRecord`` (with role, source address, request id)."""
         rec = actor if isinstance(actor, AuditRecord) else AuditRecord(actor, action, target,
                                                                        result)
-        when = datetime.now(UTC) if at is None else convert.utc(at, "at")
         with self._write(f"audit {rec.action}") as s:
-            s.add(AuditRow(at=when, actor=rec.actor[:200], action=rec.action[:100],
-                           target=rec.target[:500], result=rec.result[:2000],
-                           role=rec.role, source=rec.source[:100],
-                           request_id=rec.request_id[:100]))
+            s.add(audit_row(rec, at))
 
     def audit_log(self, limit: int = 100, *, since: datetime | None = None,
                   actor: str | None = None, action: str | None = None,

@@ -28,7 +28,7 @@ from hub.store.engine import (
     parse_url,
     wrap_errors,
 )
-from hub.store.identity import IdentityStore
+from hub.store.identity import IdentityStore, audit_row
 from hub.store.migrations import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -40,6 +40,7 @@ from hub.store.queue_rows import QueueRows
 from hub.store.records import (
     CLUSTER_UPDATE_FIELDS,
     TASK_UPDATE_FIELDS,
+    AuditRecord,
     ClusterRecord,
     EventRecord,
     PlacementRecord,
@@ -253,9 +254,11 @@ class Store(IdentityStore, QueueRows):
 
     # ---- tasks
 
-    def add_tasks(self, tasks: Sequence[TaskRecord],
-                  events: Sequence[EventRecord]) -> list[TaskRecord]:
+    def add_tasks(self, tasks: Sequence[TaskRecord], events: Sequence[EventRecord],
+                  audit: AuditRecord | None = None) -> list[TaskRecord]:
         """Store new tasks and their events, all or nothing; returns them with ``seq`` set.
+        ``audit``: the submit's audit record, committed with them (one write, and no crash
+        can store the tasks without it).
 
         The hot path makes no lookups: the unique name and id columns and the events'
         foreign key refuse what is wrong, and only then are the names and ids looked up, to
@@ -280,6 +283,8 @@ class Store(IdentityStore, QueueRows):
                     seq_of = {task_id: int(seq) for task_id, seq in inserted}
                     seqs = [seq_of[v["id"]] for v in values]
                 self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
+                if audit is not None:
+                    s.add(audit_row(audit))
         except Conflict:
             new = {t.id for t in tasks}
             with self._read("check task names and ids") as s:

@@ -156,6 +156,18 @@ async def test_every_mutation_is_audited_with_its_result(harness: HubHarness) ->
     ]
 
 
+async def test_a_submit_is_audited_once_whether_stored_or_refused_by_the_store(
+        harness: HubHarness) -> None:
+    await submit(harness, {"name": "a"})
+    batch = {"tasks": [{"name": "b"}, {"name": "a"}]}      # "a" is taken: nothing stored
+    r = await harness.api.post("/api/v1/tasks:batch", json=batch)
+    assert r.status_code == 409
+    log = [(a["action"], a["target"], a["result"]) for a in harness.hub.store.audit_log()]
+    assert log[::-1] == [("task.submit", "a", "ok"),
+                         ("task.submit", "b,a", f"refused: {r.json()['error']['message']}")]
+    assert [t["name"] for t in (await harness.api.get("/api/v1/tasks")).json()] == ["a"]
+
+
 async def test_state_filter_answers_from_the_hubs_live_view(harness: HubHarness) -> None:
     await submit(harness, {"name": "a"})
     await submit(harness, {"name": "b"})

@@ -8,6 +8,7 @@ import pytest
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
 from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
+from hub.store.records import AuditRecord
 from tests.store.make import T0, at, submitted, task
 
 
@@ -63,6 +64,18 @@ def test_add_tasks_is_all_or_nothing_when_an_event_is_bad(store: Store) -> None:
     assert store.list_tasks() == []
     with pytest.raises(NotFound):
         store.get_task("good")
+
+
+def test_a_submits_audit_record_commits_with_its_tasks_or_not_at_all(store: Store) -> None:
+    ok = AuditRecord(actor="alice", action="task.submit", target="a,b", result="ok")
+    store.add_tasks([task("a"), task("b")], [], audit=ok)
+    assert [(e["actor"], e["target"], e["result"]) for e in store.audit_log()] == [
+        ("alice", "a,b", "ok")]
+    again = AuditRecord(actor="bob", action="task.submit", target="c,a", result="ok")
+    with pytest.raises(Conflict, match="already exist: a"):
+        store.add_tasks([task("c", id="id-c"), task("a", id="id-a2")], [], audit=again)
+    assert [e["actor"] for e in store.audit_log()] == ["alice"]     # rolled back with c
+    assert [t.name for t in store.list_tasks()] == ["a", "b"]
 
 
 def test_submission_events_are_stored_with_their_tasks(store: Store) -> None:
