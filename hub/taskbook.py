@@ -402,10 +402,10 @@ class TaskBook:
             self._saving -= len(moved)
             for task, _ in moved:
                 task.saving = False
-        for task, _ in moved:
-            if avoid:
+        if avoid:
+            for task, _ in moved:
                 task.avoid.add(avoid)
-            self.fleet.release(task.id)
+        self.fleet.release_many(task.id for task, _ in moved)
         return commands
 
     async def requeue_cluster(self, cluster: str, reason: str) -> list[Command]:

@@ -242,6 +242,25 @@ class FleetView:
             for node, hold in held.holds.items():
                 c._hold(node, hold, -1)
 
+    def release_many(self, task_ids: Iterable[str]) -> None:
+        """``release`` for many tasks, each node refiled once: a lost cluster's re-queue
+        gives back thousands of holds on a few hundred nodes (the holds add up, so their
+        sum taken away at once leaves each node as the releases one by one would)."""
+        summed: dict[tuple[str, str], Hold] = {}
+        for task_id in task_ids:
+            held = self._reservations.pop(task_id, None)
+            if held is None:
+                continue
+            for node, hold in held.holds.items():
+                total = summed.get((held.cluster, node))
+                if total is None:
+                    total = summed[(held.cluster, node)] = Hold()
+                total.add(hold)
+        for (cluster, node), total in summed.items():
+            c = self._clusters.get(cluster)
+            if c is not None:
+                c._hold(node, total, -1)
+
     def reservation_cluster(self, task_id: str) -> str | None:
         """The cluster a task holds resources on, or None."""
         held = self._reservations.get(task_id)

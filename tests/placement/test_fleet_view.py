@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
 from fuyao.inventory import NodeInfo
@@ -289,3 +292,45 @@ def test_a_per_node_label_value_moves_no_capacity_but_a_new_per_node_key_does() 
     before = c.capacity_version
     fleet.apply_delta("c1", stamped("1733370060"), [])      # only the value
     assert c.capacity_version == before
+
+
+def _state(fleet: FleetView) -> tuple[object, ...]:
+    """What a user of the fleet sees: every node's free cards, cpu and memory, the capacity
+    rows, and who holds what."""
+    nodes = []
+    for name in ("c1", "c2"):
+        c = fleet.cluster(name)
+        assert c is not None
+        for n in ("n1", "n2", "n3"):
+            s = c.node(n)
+            assert s is not None
+            nodes.append((name, n, free_cards(fleet, name, n), s.cpu, s.mem, s.pods))
+    held = [fleet.reservation_cluster(f"t{i}") for i in range(12)]
+    return tuple(nodes), tuple(fleet.capacity()), tuple(held)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    asks=st.lists(st.tuples(st.sampled_from(["c1", "c2"]), st.sampled_from([250, 500, 1000]),
+                            st.lists(st.sampled_from(["n1", "n2", "n3"]), min_size=1,
+                                     max_size=3)),
+                  min_size=1, max_size=12),
+    released=st.sets(st.integers(0, 13)),
+)
+def test_releasing_many_at_once_leaves_what_one_by_one_leaves(
+    asks: list[tuple[str, int, list[str]]], released: set[int],
+) -> None:
+    def fleet() -> FleetView:
+        return fleet_of({c: [node("n1", "A100", 4), node("n2", "T4", 2, cpu=8),
+                             node("n3")] for c in ("c1", "c2")})
+    one, many = fleet(), fleet()
+    for i, (cluster, milli, nodes) in enumerate(asks):
+        for f in (one, many):
+            with contextlib.suppress(Conflict):   # no room: that task holds nothing
+                f.reserve(cluster, f"t{i}", requests(cpu=2, gpu_milli=milli,
+                                                      replicas=len(nodes)), nodes)
+    ids = [f"t{i}" for i in sorted(released)]     # t12, t13: never reserved
+    for task_id in ids:
+        one.release(task_id)
+    many.release_many(ids)
+    assert _state(many) == _state(one)
