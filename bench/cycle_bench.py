@@ -7,6 +7,9 @@ fleet is set directly in its view, as ``tests/queueing`` does) with two clusters
 - ``failover`` (default): N tasks are placed on ``c0`` by one cycle, ``c0`` is lost (NotReady,
   its tasks re-queued for failover in one write, as the monitor does) and the cycle that
   re-places all N on ``c1`` is measured: the hub's side of "a lost member's tasks re-placed".
+- ``failover-running``: as ``failover``, but the N tasks are reported Running on ``c0``
+  first (through the agent channel's report path: the hub's holds handed to the member's
+  own accounting), as a live outage's tasks are (``bench/faults.py --failover-tasks``).
 - ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md);
   with ``--clusters K`` (K > 2) every cluster but ``c1`` takes them, so each decision
   judges and scores K - 1 clusters and each placement stores K - 1 clusters' scores (up to
@@ -28,6 +31,7 @@ A/B against another tree (e.g. main exported to /tmp/x): run this same script wi
 
     python bench/cycle_bench.py                       # 1,000 and 10,000 tasks
     python bench/cycle_bench.py --tasks 10000 --profile 25
+    python bench/cycle_bench.py --scenario failover-running --tasks 10000
     python bench/cycle_bench.py --scenario queued --clusters 101 --nodes 20 --tasks 5000
     python bench/cycle_bench.py --quick --json        # CI size, one JSON object
 """
@@ -54,6 +58,7 @@ from flags import check_bounds  # beside this file
 
 from fuyao.inventory import NodeInfo, ResourceAmounts
 from fuyao.spec import ClusterState, TaskSpec, TaskState
+from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
 from hub.config import HubConfig, Timings
 from hub.core import Hub
@@ -127,6 +132,14 @@ async def _prepare(hub: Hub, scenario: str, tasks: int,
                              state=ClusterState.NOT_READY)
     await _submit(hub, "t", tasks)
     assert await hub.placement.cycle() == tasks, "the set-up cycle placed them all"
+    if scenario == "failover-running":
+        for task in list(hub.tasks.active.values()):
+            await hub.tasks.report("c0", pb.TaskReport(task_id=task.id,
+                                                       generation=task.generation,
+                                                       phase=pb.TASK_PHASE_RUNNING,
+                                                       node="c0-0"))
+        await hub.writer.apply()     # the reports' writes, durable before the loss
+        assert len(hub.tasks.active.states()) == 1, "every task reported Running"
     for cluster, state in (("c0", ClusterState.NOT_READY), ("c1", ClusterState.READY)):
         hub.fleet.upsert_cluster(cluster, labels={}, weight=1, headroom=0.0, state=state)
     wall, thread, proc = time.perf_counter(), time.thread_time(), time.process_time()
@@ -273,11 +286,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.profile:
         profiler, requeue = cProfile.Profile(), cProfile.Profile()
         asyncio.run(_one(args, args.tasks[-1], profiler,
-                         requeue if args.scenario == "failover" else None))
+                         requeue if args.scenario != "queued" else None))
         stats = pstats.Stats(profiler)
         out["profile"] = {"tasks": args.tasks[-1], **breakdown(stats, args.profile),
                           "pieces": cumulative(stats, PIECES)}
-        if args.scenario == "failover":
+        if args.scenario != "queued":
             out["requeue_profile"] = breakdown(pstats.Stats(requeue), args.profile)
     return out
 
@@ -320,7 +333,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tasks", type=int, action="append",
                    help="queued tasks in the measured cycle (repeatable; 1,000 and 10,000)")
-    p.add_argument("--scenario", choices=("failover", "queued"), default="failover")
+    p.add_argument("--scenario", choices=("failover", "failover-running", "queued"),
+                   default="failover")
     p.add_argument("--clusters", type=int, default=2,
                    help="clusters in the fleet (more than 2: the queued scenario only)")
     p.add_argument("--nodes", type=int, default=200, help="nodes per cluster")

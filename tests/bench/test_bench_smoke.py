@@ -159,6 +159,16 @@ def test_cycle_bench_re_places_every_failed_over_task_and_says_where_the_cpu_wen
     assert any("requeue_many" in row["func"] for row in requeue["top_self"])
 
 
+def test_cycle_bench_fails_over_tasks_that_were_reported_running() -> None:
+    """--scenario failover-running: the lost tasks had been reported Running (no hub holds
+    left), as a live outage's are; every one is re-placed on the survivor."""
+    result = run_bench("cycle_bench.py", "--scenario", "failover-running")
+    [run] = result["runs"]
+    assert result["scenario"] == "failover-running"
+    assert run["placed"] == run["tasks"] == run["active_after"] == 200
+    assert run["requeue_wall_s"] > 0 and run["clusters_used"] == 1
+
+
 def test_cycle_bench_keeps_cpythons_collector_when_asked() -> None:
     """--collector default: the passes before the hub's collector settings were applied."""
     result = run_bench("cycle_bench.py", "--collector", "default")
