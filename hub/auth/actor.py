@@ -50,8 +50,9 @@ class AuditNotes(list[str]):
     """What ``Hub.audited`` yields to its block: notes to append to the ``ok`` result, and
     ``claim()``, which hands the block that ``ok`` record to write in the mutation's own
     store transaction (the change and its audit commit together, in one write); ``audited``
-    then writes no ``ok`` of its own. A block that raises is audited as refused either way
-    (its transaction, the claimed record with it, rolled back)."""
+    then writes no ``ok`` of its own. Claim it for the block's last step, the write that
+    commits the change: if that write fails, it rolls back with the record and ``audited``
+    records the refusal as for any block that raises."""
 
     def __init__(self, actor: Actor, action: str, target: str) -> None:
         super().__init__()
