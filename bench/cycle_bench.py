@@ -8,8 +8,9 @@ fleet is set directly in its view, as ``tests/queueing`` does) with two clusters
   its tasks re-queued for failover in one write, as the monitor does) and the cycle that
   re-places all N on ``c1`` is measured: the hub's side of "a lost member's tasks re-placed".
 - ``failover-running``: as ``failover``, but the N tasks are reported Running on ``c0``
-  first (through the agent channel's report path: the hub's holds handed to the member's
-  own accounting), as a live outage's tasks are (``bench/faults.py --failover-tasks``).
+  first (through ``TaskBook.report``, the call the agent channel makes for each report: the
+  hub's holds handed to the member's own accounting), as a live outage's tasks are
+  (``bench/faults.py --failover-tasks``).
 - ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md);
   with ``--clusters K`` (K > 2) every cluster but ``c1`` takes them, so each decision
   judges and scores K - 1 clusters and each placement stores K - 1 clusters' scores (up to
