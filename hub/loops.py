@@ -365,12 +365,7 @@ class Monitor:
         lost = await self.clusters.tick()
         self.evictor.forget_except(set(lost))
         for cluster in lost:
-            evicted = await self.evictor.evict(cluster)
-            if evicted:
-                await self.audit("cluster.failover", cluster,
-                                 f"ok, {len(evicted)} task(s) requeued: its lease expired "
-                                 "(NotReady past the eviction timeout)", SYSTEM)
-            commands += evicted
+            commands += await self.fail_over(cluster)
         for task in self.tasks.stuck_unschedulable(self.timings.unschedulable_timeout):
             cluster = task.cluster or "?"
             reason = (f"{cluster} could not schedule it for "
@@ -383,3 +378,14 @@ class Monitor:
         if time.monotonic() - self._last_save > 10 * self.timings.monitor_interval:
             self._last_save = time.monotonic()
             await self.clusters.save_heartbeats()
+
+    async def fail_over(self, cluster: str) -> list[Command]:
+        """Re-queue the next batch of a lost cluster's tasks (``Evictor.evict``) and audit
+        it; returns the commands to send (the caller sends them and pokes the placement
+        loop)."""
+        evicted = await self.evictor.evict(cluster)
+        if evicted:
+            await self.audit("cluster.failover", cluster,
+                             f"ok, {len(evicted)} task(s) requeued: its lease expired "
+                             "(NotReady past the eviction timeout)", SYSTEM)
+        return evicted

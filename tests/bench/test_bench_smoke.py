@@ -169,6 +169,22 @@ def test_cycle_bench_fails_over_tasks_that_were_reported_running() -> None:
     assert run["requeue_wall_s"] > 0 and run["clusters_used"] == 1
 
 
+def test_failover_bench_re_places_a_lost_members_running_tasks_with_the_loop_running() -> None:
+    """The monitor's failover and the placement loop together: every Running task of the
+    lost c0 ends Placed on c1, timed from the eviction to the last commit."""
+    result = run_bench("failover_bench.py")
+    [run] = result["runs"]
+    assert run["tasks"] == run["moved"] == 200
+    assert 0 < run["evicted_s"] <= run["wall_s"] and run["cpu_s"] >= run["loop_cpu_s"] > 0
+    assert run["cpu_per_wall"] > 0
+
+
+@pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "0"), ("--repeat", "0"),
+                                  ("--tasks", "100000")])
+def test_failover_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("failover_bench.py", flag)
+
+
 def test_cycle_bench_keeps_cpythons_collector_when_asked() -> None:
     """--collector default: the passes before the hub's collector settings were applied."""
     result = run_bench("cycle_bench.py", "--collector", "default")
