@@ -6,9 +6,13 @@ from __future__ import annotations
 from datetime import timedelta, timezone
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
+from hub.store.bulk import _SIZES, _sizes
 from hub.store.tables import TABLES
 from tests.store.make import at, task
 
@@ -28,21 +32,22 @@ def _changes(i: int) -> dict[str, Any]:
             "updated_at": at(5).astimezone(EAST8) if i % 2 else at(i)}
 
 
-def test_apply_stores_what_sqlalchemy_stores(store: Store) -> None:
-    names = [f"b{i}" for i in range(6)] + [f"s{i}" for i in range(6)]
-    store.add_tasks([task(n) for n in names], [])
+@pytest.mark.parametrize("n", [6, 521])   # 521: SQLite's many-row statements of 512, 8, 1
+def test_apply_stores_what_sqlalchemy_stores(store: Store, n: int) -> None:
+    names = [f"b{i}" for i in range(n)] + [f"s{i}" for i in range(n)]
+    store.add_tasks([task(name) for name in names], [])
     store.apply(
-        [TaskUpdate(f"id-b{i}", _changes(i)) for i in range(6)],
+        [TaskUpdate(f"id-b{i}", _changes(i)) for i in range(n)],
         [EventRecord(f"id-b{i}", at(i).astimezone(EAST8), "Placed", f"on east ✓ {i}",
-                     "east" if i % 2 else None, i) for i in range(6)],
+                     "east" if i % 2 else None, i) for i in range(n)],
         [PlacementRecord(f"id-b{i}", "east", i, at(7), [f"n{i}", "n✓"][: 1 + i % 2])
-         for i in range(6)],
+         for i in range(n)],
     )
     # The same writes through SQLAlchemy's own parameter processing, for the s tasks.
     engine = store._engine
     with engine.begin() as conn:
         by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for i in range(6):
+        for i in range(n):
             changes = _changes(i)
             by_keys.setdefault(tuple(sorted(changes)), []).append(
                 {"_task_id": f"id-s{i}", **changes})
@@ -52,10 +57,10 @@ def test_apply_stores_what_sqlalchemy_stores(store: Store) -> None:
         conn.execute(sa.insert(EVENTS), [
             {"task_id": f"id-s{i}", "at": at(i).astimezone(EAST8), "kind": "Placed",
              "message": f"on east ✓ {i}", "cluster": "east" if i % 2 else None,
-             "generation": i} for i in range(6)])
+             "generation": i} for i in range(n)])
         conn.execute(sa.insert(PLACEMENTS), [
             {"task_id": f"id-s{i}", "cluster": "east", "generation": i, "at": at(7),
-             "nodes": [f"n{i}", "n✓"][: 1 + i % 2]} for i in range(6)])
+             "nodes": [f"n{i}", "n✓"][: 1 + i % 2]} for i in range(n)])
     for table, key, skip in ((TASKS, TASKS.c.id, ("seq", "id", "name", "spec")),
                              (EVENTS, EVENTS.c.task_id, ("id", "task_id")),
                              (PLACEMENTS, PLACEMENTS.c.task_id, ("id", "task_id"))):
@@ -66,5 +71,14 @@ def test_apply_stores_what_sqlalchemy_stores(store: Store) -> None:
                 query = sa.select(*columns).where(key.like(f"id-{prefix}%")).order_by(key)
                 return [tuple(row) for row in conn.execute(query)]
             bulk, plain = stored("b"), stored("s")
-        assert len(bulk) == 6
+        assert len(bulk) == n
         assert bulk == plain, table.name
+
+
+@given(st.integers(0, 5000), st.integers(1, 1000))
+def test_many_row_statements_cover_every_row_once(count: int, most: int) -> None:
+    """SQLite's rows go in statements of the fixed sizes, none above the parameter limit's
+    share (``most``) unless one row is already more, and together exactly ``count``."""
+    sizes = list(_sizes(count, most))
+    assert sum(sizes) == count
+    assert all(size in _SIZES and (size <= most or size == 1) for size in sizes)
