@@ -1,4 +1,4 @@
-"""Many-row writes through the driver's ``executemany``, without SQLAlchemy's per-row work.
+"""Many-row writes straight through the driver, without SQLAlchemy's per-row work.
 
 Called only by ``hub.store.store.Store``. A placement cycle's commit, a failover's re-queue
 and a burst of agent reports each write thousands of rows with one statement. Given a Core
@@ -23,14 +23,16 @@ loop thread is busy deciding, it gets it back only when that thread is made to d
 a busy thread took 20-24 s instead of 0.02 s; as 512-row statements, 0.17 s. In the hub
 that convoy kept a failover's placement commits waiting until the decisions were done
 (docs/reliability.md, "10,000 tasks in process, fifteenth session"). A statement takes
-``_ROWS`` rows at most, fewer when a row has many columns (``_PARAMS``); the row counts
-are from a fixed set (``_SIZES``), so SQLite's statement cache holds a few texts. Other
-dialects keep ``executemany``.
+512 rows at most, fewer when a row has many columns (the connection's limit on a
+statement's parameters); the row counts are from a fixed set (``_SIZES``), so SQLite's
+statement cache holds a few texts. An SQLite older than 3.33 (no ``UPDATE ... FROM``) and
+other dialects keep ``executemany``.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -42,7 +44,7 @@ from hub.store.tables import UTCDateTime
 Process = Callable[[Any], Any]
 
 _SIZES = (512, 128, 32, 8, 1)   # rows in one many-row statement (largest first)
-_PARAMS = 32_766                # SQLite's default limit on one statement's parameters
+_SQLITE_FROM = (3, 33, 0)       # the first SQLite with UPDATE ... FROM
 _UPDATE = re.compile(r"UPDATE (\S+) SET (.+) WHERE (\S+) = \?")
 
 
@@ -90,22 +92,38 @@ class _Compiled:
         self.processors = processors
         self.timestamps = {name for name, bind in compiled.binds.items()
                            if isinstance(bind.type, UTCDateTime)}
-        self.many_row = (_many_row(self.sql, stmt, len(self.names))
-                         if conn.dialect.name == "sqlite" and self.positional else None)
+        self.many_row: Callable[[int], str] | None = None
+        self.params = 0     # the most parameters one statement may take (many-row only)
+        if (conn.dialect.name == "sqlite" and self.positional
+                and sqlite3.sqlite_version_info >= _SQLITE_FROM):
+            raw = conn.connection.dbapi_connection
+            if isinstance(raw, sqlite3.Connection):
+                self.params = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+                self.many_row = _many_row(self.sql, stmt, len(self.names))
         self._texts: dict[int, str] = {}
 
-    def run(self, conn: Connection, params: Sequence[dict[str, Any]]) -> int:
-        """Write every row of ``params``; the rows the driver counted as changed."""
+    def run(self, conn: Connection, params: Sequence[dict[str, Any]],
+            serials: list[int] | None = None) -> int:
+        """Write every row of ``params``; the rows the driver counted as changed.
+        ``serials`` (many-row INSERTs only): each row's rowid is appended to it, in order."""
         rows = self.rows(params)
         if self.many_row is None:
             return int(conn.exec_driver_sql(self.sql, rows).rowcount)
         changed, start = 0, 0
-        for size in _sizes(len(rows), max(1, _PARAMS // len(self.names))):
+        for size in _sizes(len(rows), max(1, self.params // len(self.names))):
             text = self._texts.get(size)
             if text is None:
                 text = self._texts[size] = self.many_row(size)
             flat = tuple(v for row in rows[start:start + size] for v in row)
-            changed += int(conn.exec_driver_sql(text, flat).rowcount)
+            result = conn.exec_driver_sql(text, flat)
+            changed += int(result.rowcount)
+            if serials is not None:
+                # One statement's rows take consecutive rowids in VALUES order (an
+                # AUTOINCREMENT key: each one more than the largest ever); the last is
+                # the connection's last_insert_rowid.
+                last = result.lastrowid
+                assert result.rowcount == size and last is not None, (result.rowcount, size)
+                serials.extend(range(last - size + 1, last + 1))
             start += size
         return changed
 
@@ -137,7 +155,8 @@ def _once_per_value(process: Process) -> Process:
 
 
 class BulkWriter:
-    """Runs a statement for many rows with one ``executemany`` of the driver."""
+    """Runs a statement for many rows: a few many-row statements on SQLite, one
+    ``executemany`` of the driver elsewhere."""
 
     def __init__(self) -> None:
         self._compiled: dict[tuple[str, tuple[str, ...]], _Compiled] = {}
@@ -154,3 +173,22 @@ class BulkWriter:
         if compiled is None:
             compiled = self._compiled[(name, keys)] = _Compiled(conn, stmt, keys)
         return compiled.run(conn, params)
+
+    def insert_serial(self, conn: Connection, name: str, stmt: Insert,
+                      params: Sequence[dict[str, Any]]) -> list[int] | None:
+        """Insert every row of ``params`` into a table whose key is an SQLite
+        ``INTEGER PRIMARY KEY AUTOINCREMENT`` and return each row's key, in order, without
+        ``RETURNING`` (whose rows ``sqlite3`` steps one at a time, each taking the GIL back);
+        None, with nothing written, where this dialect has no many-row form (the caller
+        asks ``RETURNING``)."""
+        if not params:
+            return []
+        keys = tuple(params[0])
+        compiled = self._compiled.get((name, keys))
+        if compiled is None:
+            compiled = self._compiled[(name, keys)] = _Compiled(conn, stmt, keys)
+        if compiled.many_row is None:
+            return None
+        serials: list[int] = []
+        compiled.run(conn, params, serials)
+        return serials

@@ -82,3 +82,18 @@ def test_many_row_statements_cover_every_row_once(count: int, most: int) -> None
     sizes = list(_sizes(count, most))
     assert sum(sizes) == count
     assert all(size in _SIZES and (size <= most or size == 1) for size in sizes)
+
+
+@pytest.mark.parametrize("n", [1, 521])
+def test_add_tasks_gives_each_task_the_seq_its_row_holds(store: Store, n: int) -> None:
+    """SQLite inserts tasks in many-row statements and derives their seqs without
+    RETURNING: each returned seq is its own row's, in submission order, after what was
+    stored before (and a task deleted before does not give its seq again)."""
+    first = store.add_tasks([task("before"), task("gone", state="Succeeded")], [])
+    assert store.delete_tasks(["gone"], ["Succeeded"]) == ["gone"]
+    added = store.add_tasks([task(f"t{i:04d}") for i in range(n)], [])
+    held = {rec.id: rec.seq for rec in store.list_tasks()}
+    assert [rec.seq for rec in added] == [held[rec.id] for rec in added]
+    seqs = [rec.seq for rec in added]
+    assert seqs == sorted(seqs) and len(set(seqs)) == n
+    assert seqs[0] > max(rec.seq for rec in first)
