@@ -24,8 +24,9 @@ a busy thread took 20-24 s instead of 0.02 s; as 512-row statements, 0.17 s. In 
 that convoy kept a failover's placement commits waiting until the decisions were done
 (docs/reliability.md, "10,000 tasks in process, fifteenth session"). A statement takes
 512 rows at most, fewer when a row has many columns (the connection's limit on a
-statement's parameters); the row counts are from a fixed set (``_SIZES``), so SQLite's
-statement cache holds a few texts. An SQLite older than 3.33 (no ``UPDATE ... FROM``) and
+statement's parameters): as few statements as that allows, since beside a busy thread each
+statement's step (and the prepare of a text not in ``sqlite3``'s statement cache) costs one
+wait for the GIL. An SQLite older than 3.33 (no ``UPDATE ... FROM``) and
 other dialects keep ``executemany``.
 """
 
@@ -43,7 +44,7 @@ from hub.store.tables import UTCDateTime
 
 Process = Callable[[Any], Any]
 
-_SIZES = (512, 128, 32, 8, 1)   # rows in one many-row statement (largest first)
+ROWS = 512                      # rows in one many-row statement, at most
 _SQLITE_FROM = (3, 33, 0)       # the first SQLite with UPDATE ... FROM
 _UPDATE = re.compile(r"UPDATE (\S+) SET (.+) WHERE (\S+) = \?")
 
@@ -70,12 +71,11 @@ def _many_row(sql: str, stmt: UpdateBase, columns: int) -> Callable[[int], str] 
 
 
 def _sizes(count: int, most: int) -> Iterator[int]:
-    """``count`` split into statement sizes from ``_SIZES`` (none above ``most``)."""
-    for size in _SIZES:
-        if size <= most or size == 1:
-            while count >= size:
-                yield size
-                count -= size
+    """``count`` rows split into statements of ``most`` rows (and one of the rest)."""
+    full, rest = divmod(count, max(1, most))
+    yield from [most] * full
+    if rest:
+        yield rest
 
 
 class _Compiled:
@@ -100,7 +100,7 @@ class _Compiled:
             if isinstance(raw, sqlite3.Connection):
                 self.params = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
                 self.many_row = _many_row(self.sql, stmt, len(self.names))
-        self._texts: dict[int, str] = {}
+        self._full = ""     # the text for a full statement, made once
 
     def run(self, conn: Connection, params: Sequence[dict[str, Any]],
             serials: list[int] | None = None) -> int:
@@ -110,10 +110,11 @@ class _Compiled:
         if self.many_row is None:
             return int(conn.exec_driver_sql(self.sql, rows).rowcount)
         changed, start = 0, 0
-        for size in _sizes(len(rows), max(1, self.params // len(self.names))):
-            text = self._texts.get(size)
-            if text is None:
-                text = self._texts[size] = self.many_row(size)
+        most = max(1, min(ROWS, self.params // len(self.names)))
+        for size in _sizes(len(rows), most):
+            text = self._full if size == most and self._full else self.many_row(size)
+            if size == most:
+                self._full = text
             flat = tuple(v for row in rows[start:start + size] for v in row)
             result = conn.exec_driver_sql(text, flat)
             changed += int(result.rowcount)
