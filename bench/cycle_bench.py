@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import cProfile
 import gc
-import json
 import os
 import pstats
 import socket
@@ -55,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flags import check_bounds  # beside this file
+from flags import bench_main, check_bounds  # beside this file
 
 from fuyao.inventory import NodeInfo, ResourceAmounts
 from fuyao.spec import ClusterState, TaskSpec, TaskState
@@ -363,10 +362,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> int:
     """Run and print (markdown, or JSON with ``--json``)."""
-    args = parse(argv)
-    result = run(args)
-    emit(json.dumps(result, indent=2) if args.json else markdown(result))
-    return 0
+    return bench_main(parse, run, markdown, argv, emit)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from cycle_bench import _hub, _submit  # beside this file
-from flags import check_bounds  # beside this file
+from flags import bench_main, check_bounds  # beside this file
 
 from fuyao.spec import ClusterState, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
@@ -156,10 +155,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None, emit: Callable[[str], None] = print) -> int:
     """Run and print (markdown, or JSON with ``--json``)."""
-    args = parse(argv)
-    result = run(args)
-    emit(json.dumps(result, indent=2) if args.json else markdown(result))
-    return 0
+    return bench_main(parse, run, markdown, argv, emit)
 
 
 if __name__ == "__main__":
