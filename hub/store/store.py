@@ -276,17 +276,12 @@ class Store(IdentityStore, QueueRows):
                 conn = s.connection()
                 seqs: list[int] = []
                 if values:
-                    serials = self._bulk.insert_serial(conn, "insert tasks", sa.insert(TASKS),
-                                                       values)
-                    if serials is not None:
-                        seqs = serials       # SQLite: many-row statements, no RETURNING
-                    else:
-                        # Each row's seq by its id: asking RETURNING for the parameters'
-                        # order made SQLAlchemy insert one row per statement.
-                        inserted = conn.execute(
-                            sa.insert(TASKS).returning(TASKS.c.id, TASKS.c.seq), values)
-                        seq_of = {task_id: int(seq) for task_id, seq in inserted}
-                        seqs = [seq_of[v["id"]] for v in values]
+                    # Each row's seq by its id: asking RETURNING for the parameters' order
+                    # made SQLAlchemy insert one row per statement on SQLite.
+                    inserted = conn.execute(
+                        sa.insert(TASKS).returning(TASKS.c.id, TASKS.c.seq), values)
+                    seq_of = {task_id: int(seq) for task_id, seq in inserted}
+                    seqs = [seq_of[v["id"]] for v in values]
                 self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
                 if audit is not None:
                     s.add(audit_row(audit))

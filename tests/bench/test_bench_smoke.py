@@ -185,21 +185,6 @@ def test_failover_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> Non
     assert_refused("failover_bench.py", flag)
 
 
-def test_writer_bench_commits_both_ways_with_the_main_thread_idle_and_busy() -> None:
-    """One commit of 200 placements, many-row statements and per-row executemany, each
-    with the main thread idle and busy: every combination measured, medians for both."""
-    result = run_bench("writer_bench.py")
-    assert result["rows"] == 200
-    seen = {(r["way"], r["main"]) for r in result["runs"]}
-    assert seen == {(w, m) for w in ("many-row", "per-row") for m in ("idle", "busy")}
-    assert all(r["wall_s"] > 0 and r["writer_cpu_s"] >= 0 for r in result["runs"])
-    assert set(result["medians"]) == {"many-row", "per-row"}
-
-
-def test_writer_bench_refuses_out_of_range_flags() -> None:
-    assert_refused("writer_bench.py", ("--rows", "0"))
-
-
 def test_cycle_bench_keeps_cpythons_collector_when_asked() -> None:
     """--collector default: the passes before the hub's collector settings were applied."""
     result = run_bench("cycle_bench.py", "--collector", "default")
