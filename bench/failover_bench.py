@@ -9,8 +9,8 @@ temporary home, the background loops stopped, no agents; the fleet set in its vi
 ``cycle_bench.py`` does: two clusters of ``--nodes`` cpu nodes), places N tasks on ``c0``,
 reports them Running (``TaskBook.report``, as the agent channel does), marks ``c0``
 NotReady, starts the placement loop and then calls ``Monitor.fail_over("c0")`` (the
-eviction and its audit record, one store write of every task at the default chunking),
-sends its commands and pokes the loop, as ``Monitor.tick`` does. It waits until none of
+eviction, one store write of every task, and its audit record), sends its commands and
+pokes the loop, as ``Monitor.tick`` does. It waits until none of
 the N tasks is Queued and the loop has nothing in flight (checked every ``POLL`` seconds).
 
 Reported per run: the wall time from the eviction to every re-placement durable, when the
@@ -66,10 +66,10 @@ async def _running_on_c0(hub: Hub, tasks: int) -> None:
 
 
 def _settled(hub: Hub) -> bool:
-    """Nothing Queued, nothing being re-queued, and no placement cycle deciding or
-    waiting for its commit."""
+    """Nothing Queued, and no placement cycle deciding or waiting for its commit (the
+    re-queue's own write is done: ``fail_over`` returned after it)."""
     tail = hub.placement._tail
-    return (TaskState.QUEUED not in hub.tasks.active.states() and hub.tasks._saving == 0
+    return (TaskState.QUEUED not in hub.tasks.active.states()
             and not hub.placement.deciding() and (tail is None or tail.done()))
 
 
