@@ -254,7 +254,6 @@ class NodeState:
             name = info.name   # read once: a wire message gives a new string at each read
         if labels is None:
             labels = info.labels
-        devices = info.devices
         order: tuple[int, ...] | None = None
         ids: Ids = None
         columns = _columns_of(info)
@@ -266,7 +265,7 @@ class NodeState:
                 return
             reported: Reported = ((_interned(_classes_seen, cls), NumberedIds(name, 0, len(frees)),
                                    _shared_frees(frees), _shared_frees(memory)),)
-        elif not devices:
+        elif not (devices := info.devices):   # read only here: a wire read costs a wrapper
             reported = ()
         else:
             # one pass over the devices, fields transposed: (models, memories, ids, ...)
