@@ -160,37 +160,13 @@ def _columns(name: str, devices: tuple[DeviceInfo, ...]) -> pb.DeviceColumns | N
 def device_columns(msg: pb.Node) -> Columns | None:
     """The node's devices as its ``DeviceColumns`` give them, or None when it sent none that
     way; a node that sent both forms, lists of two lengths, or more than
-    ``MAX_DEVICES_PER_NODE`` devices in either form is refused (``InvalidInput``).
-
-    Nodes of a fleet repeat their columns (the same cards, whole or shared alike): a valid
-    reading is kept by the columns' encoding (``_COLUMNS_KEPT``, each at most
-    ``_COLUMNS_KEY_BYTES``), so a repeat costs one serialization and a lookup instead of two
-    list reads, and nodes that send the same columns share one reading."""
+    ``MAX_DEVICES_PER_NODE`` devices in either form is refused (``InvalidInput``)."""
     if not msg.HasField("device_columns"):
         if len(msg.devices) > MAX_DEVICES_PER_NODE:
             raise InvalidInput(f"node {msg.name!r}: {len(msg.devices)} devices, more than "
                                f"{MAX_DEVICES_PER_NODE}")
         return None
     columns = msg.device_columns
-    raw = columns.SerializeToString()
-    found = _columns_seen.get(raw)
-    if found is None:
-        found = _read_columns(msg, columns)
-        if found is None:
-            return None
-        if len(raw) <= _COLUMNS_KEY_BYTES:
-            if len(_columns_seen) >= _COLUMNS_KEPT:
-                _columns_seen.clear()   # readings given out stay valid; sharing starts afresh
-            _columns_seen[raw] = found
-    if msg.devices:
-        raise InvalidInput(f"node {msg.name!r}: devices and device_columns are both set; "
-                           "an agent sends one or the other")
-    return found
-
-
-def _read_columns(msg: pb.Node, columns: pb.DeviceColumns) -> Columns | None:
-    """``columns`` read and checked (``device_columns``'s rules on their lengths), None when
-    they list no device."""
     # ``[:]`` first: a repeated field gives a list at C speed, iterating it does not (4x)
     frees = tuple(columns.free_milli[:])
     memory = tuple(columns.free_memory_mib[:])
@@ -202,15 +178,10 @@ def _read_columns(msg: pb.Node, columns: pb.DeviceColumns) -> Columns | None:
                            f"{MAX_DEVICES_PER_NODE}")
     if not frees:
         return None
+    if msg.devices:
+        raise InvalidInput(f"node {msg.name!r}: devices and device_columns are both set; "
+                           "an agent sends one or the other")
     return columns.model, columns.memory_mib, frees, memory
-
-
-_columns_seen: dict[bytes, Columns] = {}
-_COLUMNS_KEPT = 65_536
-"""Distinct column readings kept (a synthetic fleet of 300,000 nodes brings ~50,000)."""
-_COLUMNS_KEY_BYTES = 256
-"""Longer encodings (more than ~40 devices) are read each time, not kept: the cache holds
-at most ``_COLUMNS_KEPT`` x this many key bytes (16 MiB)."""
 
 
 def column_devices(name: str, columns: Columns) -> tuple[DeviceInfo, ...]:

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuyao import inventory
 from fuyao.errors import InvalidInput
 from fuyao.inventory import (
     MAX_DEVICES_PER_NODE,
@@ -118,47 +117,3 @@ def test_a_node_with_more_devices_than_any_node_has_is_refused(columns: bool) ->
     assert len(node_from_proto(fits).devices) == MAX_DEVICES_PER_NODE
     with pytest.raises(InvalidInput, match=f"{MAX_DEVICES_PER_NODE + 1} devices, more than"):
         device_columns(node(MAX_DEVICES_PER_NODE + 1))
-
-
-def _columns_node(name: str, frees: list[int], memory: list[int], model: str = "T4",
-                  devices: int = 0) -> pb.Node:
-    return pb.Node(name=name, devices=[pb.Device(id=f"{name}/x{i}") for i in range(devices)],
-                   device_columns=pb.DeviceColumns(model=model, memory_mib=16384,
-                                                   free_milli=frees, free_memory_mib=memory))
-
-
-@given(sent=st.lists(st.tuples(st.sampled_from(["T4", "A100"]),
-                               st.lists(st.sampled_from([0, 250, 1000]), max_size=3),
-                               st.lists(st.sampled_from([0, 16384]), max_size=3)),
-                     max_size=30))
-def test_columns_seen_before_read_as_sent(sent: list[tuple[str, list[int], list[int]]]) -> None:
-    """Readings are kept by the columns' encoding: nodes repeating columns (drawn from a few,
-    so they repeat) read exactly what they sent, and lists of two lengths are refused every
-    time, never served from what an earlier node sent."""
-    for i, (model, frees, memory) in enumerate(sent):
-        node = _columns_node(f"n{i}", frees, memory, model)
-        if len(frees) != len(memory):
-            with pytest.raises(InvalidInput, match="free shares"):
-                device_columns(node)
-        else:
-            assert device_columns(node) == ((model, 16384, tuple(frees), tuple(memory))
-                                            if frees else None)
-
-
-def test_a_seen_reading_still_refuses_a_node_that_also_sends_devices() -> None:
-    first = device_columns(_columns_node("n1", [1000, 500], [0, 0]))
-    assert device_columns(_columns_node("n2", [1000, 500], [0, 0])) is first   # shared
-    with pytest.raises(InvalidInput, match="devices and device_columns are both set"):
-        device_columns(_columns_node("n3", [1000, 500], [0, 0], devices=1))
-
-
-def test_kept_readings_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """At most ``_COLUMNS_KEPT`` readings are kept, and none of a long encoding."""
-    monkeypatch.setattr(inventory, "_columns_seen", {})
-    monkeypatch.setattr(inventory, "_COLUMNS_KEPT", 4)
-    for i in range(10):
-        assert device_columns(_columns_node("n", [i], [0])) == ("T4", 16384, (i,), (0,))
-        assert 1 <= len(inventory._columns_seen) <= 4
-    many = [1000] * 100   # > _COLUMNS_KEY_BYTES encoded
-    assert device_columns(_columns_node("n", many, many))[2] == tuple(many)   # type: ignore[index]
-    assert all(len(key) <= inventory._COLUMNS_KEY_BYTES for key in inventory._columns_seen)
