@@ -148,8 +148,7 @@ class TaskBook:
         divided task, ``hub.division``). ``specs``: the validated specs the records' were
         dumped from, one per record, kept instead of validated again (``stored_spec``);
         ``audit``: a record committed with them."""
-        stored = await self.writer.call(self.writer.store.add_tasks, records, events,
-                                        audit=audit)
+        stored = await self.writer.add_tasks(records, events, audit=audit)
         kept: Sequence[TaskSpec | None] = [None] * len(stored) if specs is None else specs
         for rec, spec in zip(stored, kept, strict=True):
             self._add(ActiveTask.from_record(rec, spec))

@@ -1,9 +1,19 @@
 """The store's one writer path, with group commit.
 
 Every write the hub makes goes through ``StoreWriter``: a single worker thread, so writes are
-serialized, and ``apply`` calls queued while a commit is in flight are merged into the next
-single transaction (a batched commit), in order, up to about ``MAX_ROWS_PER_COMMIT`` rows;
-more is committed in parts, the first part durable (and its placements sent) while the next
+serialized, and ``apply`` and ``add_tasks`` calls queued while a commit is in flight are
+merged into the next single transaction (a batched commit: consecutive ``apply``s in one
+``Store.apply``, consecutive submits in one ``Store.write``), in order, up to about
+``MAX_ROWS_PER_COMMIT`` rows; if it fails, each call is retried alone, so one submit's
+taken name fails that submit only, with the reason it would get alone.
+
+Merging submits matters beside a busy event loop: each transaction waits for the GIL at
+every SQLite step (``BEGIN``, the epoch fence, each row, ``COMMIT``), so at half load in
+REST batches of 10 the writer spent ~17 ms of wall a submit for ~5 ms of its CPU, was busy
+~97% of the time, and placements queued behind the submits (docs/benchmarks.md, e2e
+section, "Twentieth pass").
+
+More than the bound is committed in parts, the first part durable (and its placements sent) while the next
 is written, so one huge transaction (a failover's cycle behind a burst of agent reports)
 does not hold the first placements until its last row. The bound is high on purpose: at 200
 rows the parts slowed tasks to Running at light load (10 members, quiet machine, medians of
@@ -22,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
+from hub.store import EventRecord, NewTasks, PlacementRecord, Store, TaskRecord, TaskUpdate
+from hub.store.records import AuditRecord
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -32,21 +43,31 @@ MAX_ROWS_PER_COMMIT = 10_000   # updates + events + placements merged into one t
 
 @dataclass
 class _Batch:
+    """One queued write: an ``apply`` (``new`` None; ``done`` gets None) or an
+    ``add_tasks`` (``done`` gets the stored tasks)."""
+
     updates: Sequence[TaskUpdate]
     events: Sequence[EventRecord]
     placements: Sequence[PlacementRecord]
-    done: asyncio.Future[None]
+    done: asyncio.Future[Any]
+    new: NewTasks | None = None
 
     @property
     def rows(self) -> int:
-        return len(self.updates) + len(self.events) + len(self.placements)
+        new = self.new
+        extra = 0 if new is None else len(new.tasks) + len(new.events) + 1
+        return len(self.updates) + len(self.events) + len(self.placements) + extra
 
 
 def _take(pending: list[_Batch], limit: int) -> int:
     """How many of the first pending batches one commit takes: in order, whole batches
-    only, at least one, and no more once ``limit`` rows are reached."""
+    only, at least one, all of one kind (``apply``s, or ``add_tasks``), and no more once
+    ``limit`` rows are reached."""
     rows = 0
+    submits = pending[0].new is not None
     for i, batch in enumerate(pending):
+        if (batch.new is not None) != submits:
+            return i
         rows += batch.rows
         if rows >= limit:
             return i + 1
@@ -85,6 +106,18 @@ class StoreWriter:
         """Commit task updates, events and placements; waits until they are durable."""
         await self.enqueue(updates, events, placements)
 
+    async def add_tasks(self, tasks: Sequence[TaskRecord], events: Sequence[EventRecord],
+                        audit: AuditRecord | None = None) -> list[TaskRecord]:
+        """``Store.add_tasks`` through the group commit: stored with whatever writes are
+        queued with it (all or nothing with them, or alone if they fail); its own
+        ``Conflict`` or ``NotFound`` as ``Store.add_tasks`` raises them."""
+        loop = asyncio.get_running_loop()
+        batch = _Batch((), (), (), loop.create_future(),
+                       NewTasks(list(tasks), list(events), audit))
+        self._push(batch)
+        stored: list[TaskRecord] = await batch.done
+        return stored
+
     def enqueue(
         self,
         updates: Sequence[TaskUpdate] = (),
@@ -101,11 +134,14 @@ class StoreWriter:
         # No done-callback per batch (one per agent report adds up): a failure is logged
         # where it happens, in ``_apply_alone``.
         batch = _Batch(list(updates), list(events), list(placements), loop.create_future())
+        self._push(batch)
+        return batch.done
+
+    def _push(self, batch: _Batch) -> None:
         self._pending.append(batch)
         if not self._flushing:
             self._flushing = True
-            self._flusher = loop.create_task(self._flush())
-        return batch.done
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
     async def _flush(self) -> None:
         try:
@@ -113,17 +149,24 @@ class StoreWriter:
                 n = _take(self._pending, MAX_ROWS_PER_COMMIT)
                 batches, self._pending = self._pending[:n], self._pending[n:]
                 try:
-                    await self.call(
-                        self.store.apply,
-                        [u for b in batches for u in b.updates],
-                        [e for b in batches for e in b.events],
-                        [p for b in batches for p in b.placements],
-                    )
+                    new = [b.new for b in batches if b.new is not None]
+                    results: list[list[TaskRecord] | None] = [None] * len(batches)
+                    if new:
+                        results[:] = await self.call(
+                            self.store.write, new,
+                            what=f"add the tasks of {len(new)} submit(s)")
+                    else:
+                        await self.call(
+                            self.store.apply,
+                            [u for b in batches for u in b.updates],
+                            [e for b in batches for e in b.events],
+                            [p for b in batches for p in b.placements],
+                        )
                     self.commits += 1
                     self.batches += len(batches)
-                    for b in batches:
+                    for b, result in zip(batches, results, strict=True):
                         if not b.done.done():
-                            b.done.set_result(None)
+                            b.done.set_result(result)
                 except Exception:
                     # One bad batch must not fail its neighbours: retry each on its own.
                     for b in batches:
@@ -132,17 +175,25 @@ class StoreWriter:
             self._flushing = False
 
     async def _apply_alone(self, b: _Batch) -> None:
+        new = b.new
         try:
-            await self.call(self.store.apply, b.updates, b.events, b.placements)
+            result: list[TaskRecord] | None = None
+            if new is not None:
+                result = await self.call(self.store.add_tasks, new.tasks, new.events,
+                                         new.audit)
+            else:
+                await self.call(self.store.apply, b.updates, b.events, b.placements)
             self.commits += 1
             self.batches += 1
             if not b.done.done():
-                b.done.set_result(None)
+                b.done.set_result(result)
         except Exception as exc:
-            log.error("store write failed: %s", exc)
+            if new is None:   # a submit's refusal is its caller's answer, not an error here
+                log.error("store write failed: %s", exc)
             if not b.done.done():
                 b.done.set_exception(exc)
-                b.done.exception()   # logged above: no "never retrieved" warning as well
+                b.done.exception()   # logged above or raised to the submit's caller: no
+                # "never retrieved" warning as well
 
     def close(self) -> None:
         """Wait for queued writes and stop the threads."""

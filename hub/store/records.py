@@ -7,6 +7,7 @@ Datetimes are timezone-aware UTC, in and out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -141,3 +142,13 @@ class AuditRecord:
     role: str = ""
     source: str = ""
     request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NewTasks:
+    """One submit's new tasks as the store writes them: the tasks, their events and the
+    submit's audit record (``Store.add_tasks``; several in one transaction: ``Store.write``)."""
+
+    tasks: Sequence[TaskRecord]
+    events: Sequence[EventRecord]
+    audit: AuditRecord | None = None

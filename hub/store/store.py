@@ -43,6 +43,7 @@ from hub.store.records import (
     AuditRecord,
     ClusterRecord,
     EventRecord,
+    NewTasks,
     PlacementRecord,
     TaskRecord,
     TaskUpdate,
@@ -265,38 +266,20 @@ class Store(IdentityStore, QueueRows):
         say which (Conflict naming every taken or repeated name, NotFound naming every
         event's unknown task).
         """
-        values = [convert.task_values(t) for t in tasks]
-        event_values = [convert.event_values(e) for e in events]
         names = [t.name for t in tasks]
         if len(set(names)) != len(names):
             with self._read("check task names") as s:
                 _reject_duplicate_names(s, names)
         try:
-            with self._write(f"add {len(values)} task(s)") as s:
-                conn = s.connection()
-                seqs: list[int] = []
-                if values:
-                    # Each row's seq by its id: asking RETURNING for the parameters' order
-                    # made SQLAlchemy insert one row per statement on SQLite.
-                    inserted = conn.execute(
-                        sa.insert(TASKS).returning(TASKS.c.id, TASKS.c.seq), values)
-                    seq_of = {task_id: int(seq) for task_id, seq in inserted}
-                    seqs = [seq_of[v["id"]] for v in values]
-                self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
-                if audit is not None:
-                    s.add(audit_row(audit))
+            [stored] = self.write([NewTasks(tasks, events, audit)],
+                                  what=f"add {len(tasks)} task(s)")
         except Conflict:
             new = {t.id for t in tasks}
             with self._read("check task names and ids") as s:
                 _reject_duplicate_names(s, names)
                 _require_tasks(s, [e.task_id for e in events if e.task_id not in new])
             raise
-        if self.on_events is not None and events:
-            self.on_events(events, {t.id: t.name for t in tasks})
-        return [
-            replace(t, seq=seq, created_at=v["created_at"], updated_at=v["updated_at"])
-            for t, seq, v in zip(tasks, seqs, values, strict=True)
-        ]
+        return stored
 
     def get_task(self, name: str) -> TaskRecord:
         """The task named ``name``; NotFound if absent."""
@@ -376,16 +359,47 @@ class Store(IdentityStore, QueueRows):
         found without a lookup on the hot path (the updates' row count and the foreign
         keys tell), named by one afterwards.
         """
-        merged = _merge_updates(updates)
-        event_values = [convert.event_values(e) for e in events]
-        placement_values = [convert.placement_values(p) for p in placements]
-        if not (merged or event_values or placement_values):
-            return
-        ids = [*merged, *(e.task_id for e in events), *(p.task_id for p in placements)]
+        ids = [*(u.task_id for u in updates), *(e.task_id for e in events),
+               *(p.task_id for p in placements)]
         try:
-            with self._write(f"apply {len(merged)} update(s), {len(event_values)} "
-                             "event(s)") as s:
+            self.write((), updates, events, placements,
+                       what=f"apply {len(updates)} update(s), {len(events)} event(s)")
+        except Conflict:
+            with self._read("check task ids") as s:
+                _require_tasks(s, ids)
+            raise
+
+    def write(self, new: Sequence[NewTasks] = (), updates: Sequence[TaskUpdate] = (),
+              events: Sequence[EventRecord] = (), placements: Sequence[PlacementRecord] = (),
+              what: str = "") -> list[list[TaskRecord]]:
+        """Several submits' new tasks (each with its events and audit record), then task
+        updates, events and placements, in ONE transaction: all or nothing. Returns each
+        submit's tasks with ``seq`` set, in ``new``'s order.
+
+        What ``StoreWriter`` commits when writes queue up (a group commit). A constraint
+        broken anywhere fails the whole write with a ``Conflict`` that does not say which
+        part broke it (``add_tasks`` and ``apply`` look that up; the writer retries each
+        part alone through them). NotFound, naming every unknown id, if an update refers
+        to a task not stored (its row count tells, without a lookup).
+        """
+        task_values = [[convert.task_values(t) for t in n.tasks] for n in new]
+        values = [v for vs in task_values for v in vs]
+        new_events = [e for n in new for e in n.events]
+        merged = _merge_updates(updates)
+        event_values = [convert.event_values(e) for e in (*new_events, *events)]
+        placement_values = [convert.placement_values(p) for p in placements]
+        audits = [n.audit for n in new if n.audit is not None]
+        seq_of: dict[str, int] = {}
+        if values or merged or event_values or placement_values or audits:
+            with self._write(what or f"write {len(values)} new task(s), {len(merged)} "
+                             f"update(s), {len(event_values)} event(s)") as s:
                 conn = s.connection()
+                if values:
+                    # Each row's seq by its id: asking RETURNING for the parameters' order
+                    # made SQLAlchemy insert one row per statement on SQLite.
+                    inserted = conn.execute(
+                        sa.insert(TASKS).returning(TASKS.c.id, TASKS.c.seq), values)
+                    seq_of = {task_id: int(seq) for task_id, seq in inserted}
                 by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
                 for task_id, changes in merged.items():
                     by_keys.setdefault(tuple(sorted(changes)), []).append(
@@ -398,12 +412,13 @@ class Store(IdentityStore, QueueRows):
                 self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
                 self._bulk.execute(conn, "insert placements", sa.insert(PLACEMENTS),
                                    placement_values)
-        except Conflict:
-            with self._read("check task ids") as s:
-                _require_tasks(s, ids)
-            raise
-        if self.on_events is not None and events:
-            self.on_events(events, {})
+                for audit in audits:
+                    s.add(audit_row(audit))
+        if self.on_events is not None and event_values:
+            self.on_events([*new_events, *events], {t.id: t.name for n in new for t in n.tasks})
+        return [[replace(t, seq=seq_of[v["id"]], created_at=v["created_at"],
+                         updated_at=v["updated_at"]) for t, v in zip(n.tasks, vs, strict=True)]
+                for n, vs in zip(new, task_values, strict=True)]
 
     def task_events(self, task_id: str) -> list[EventRecord]:
         """A task's timeline, ordered by time, then by insertion."""
