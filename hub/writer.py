@@ -13,14 +13,14 @@ REST batches of 10 the writer spent ~17 ms of wall a submit for ~5 ms of its CPU
 ~97% of the time, and placements queued behind the submits (docs/benchmarks.md, e2e
 section, "Twentieth pass").
 
-More than the bound is committed in parts, the first part durable (and its placements sent) while the next
-is written, so one huge transaction (a failover's cycle behind a burst of agent reports)
-does not hold the first placements until its last row. The bound is high on purpose: at 200
-rows the parts slowed tasks to Running at light load (10 members, quiet machine, medians of
-three: tasks reached Running at 0.89x the rate of no bound, burst P50 1.32 against 0.98 s,
-hub CPU a task 1.10x), although they helped on a machine loaded 2.5-38 (docs/benchmarks.md,
-batch and ninth passes). Reads do not come here: they run on other threads (``read``) and,
-on SQLite in WAL mode, never wait for the writer.
+More than the bound is committed in parts, the first part durable (and its placements sent)
+while the next is written, so one huge transaction (a failover's cycle behind a burst of
+agent reports) does not hold the first placements until its last row. The bound is high on
+purpose: at 200 rows the parts slowed tasks to Running at light load (10 members, quiet
+machine, medians of three: tasks reached Running at 0.89x the rate of no bound, burst P50
+1.32 against 0.98 s, hub CPU a task 1.10x), although they helped on a machine loaded 2.5-38
+(docs/benchmarks.md, batch and ninth passes). Reads do not come here: they run on other
+threads (``read``) and, on SQLite in WAL mode, never wait for the writer.
 """
 
 from __future__ import annotations

@@ -359,7 +359,7 @@ class Store(IdentityStore, QueueRows):
         found without a lookup on the hot path (the updates' row count and the foreign
         keys tell), named by one afterwards.
         """
-        ids = [*(u.task_id for u in updates), *(e.task_id for e in events),
+        ids = [*(u.task_id for u in updates if u.changes), *(e.task_id for e in events),
                *(p.task_id for p in placements)]
         try:
             self.write((), updates, events, placements,
