@@ -2,8 +2,9 @@
 
 Every write the hub makes goes through ``StoreWriter``: a single worker thread, so writes are
 serialized, and ``apply`` and ``add_tasks`` calls queued while a commit is in flight are
-merged into the next single transaction (a batched commit: consecutive ``apply``s in one
-``Store.apply``, consecutive submits in one ``Store.write``), in order, up to about
+merged into the next single transaction of their kind (a batched commit: the queued
+``apply``s in one ``Store.apply``, the queued submits in one ``Store.write``; each kind in
+its own order, one kind taken past the other, see ``_take``), up to about
 ``MAX_ROWS_PER_COMMIT`` rows; if it fails, each call is retried alone, so one submit's
 taken name fails that submit only, with the reason it would get alone.
 
@@ -11,7 +12,10 @@ Merging submits matters beside a busy event loop: each transaction waits for the
 every SQLite step (``BEGIN``, the epoch fence, each row, ``COMMIT``), so at half load in
 REST batches of 10 the writer spent ~17 ms of wall a submit for ~5 ms of its CPU, was busy
 ~97% of the time, and placements queued behind the submits (docs/benchmarks.md, e2e
-section, "Twentieth pass").
+section, "Twentieth pass"). Taking each kind from the whole queue matters as much: agent
+reports' writes (one ``enqueue`` a report) queue between submits, and merging only runs of
+one kind made most commits a single call, with 30-90 calls waiting (the "Twenty-first
+pass").
 
 More than the bound is committed in parts, the first part durable (and its placements sent)
 while the next is written, so one huge transaction (a failover's cycle behind a burst of
@@ -59,19 +63,30 @@ class _Batch:
         return len(self.updates) + len(self.events) + len(self.placements) + extra
 
 
-def _take(pending: list[_Batch], limit: int) -> int:
-    """How many of the first pending batches one commit takes: in order, whole batches
-    only, at least one, all of one kind (``apply``s, or ``add_tasks``), and no more once
-    ``limit`` rows are reached."""
-    rows = 0
+def _take(pending: list[_Batch], limit: int) -> tuple[list[_Batch], list[_Batch]]:
+    """The batches one commit takes, and the ones left, in order: whole batches, at least
+    one, no more once ``limit`` rows are reached, all of the first pending batch's kind
+    (``apply``s, or ``add_tasks``) - taken from anywhere in the queue, so a queue where
+    agent reports' writes and submits alternate is two transactions, not one each.
+
+    Taking one kind past the other keeps each kind's own order and reorders nothing that
+    depends on the other: an ``apply`` only names tasks already stored (a task is known,
+    to be placed or reported on, only once its submit returned), and a submit's names are
+    checked against every stored task, whatever its state."""
     submits = pending[0].new is not None
+    taken: list[_Batch] = []
+    left: list[_Batch] = []
+    rows = 0
     for i, batch in enumerate(pending):
         if (batch.new is not None) != submits:
-            return i
+            left.append(batch)
+            continue
+        taken.append(batch)
         rows += batch.rows
         if rows >= limit:
-            return i + 1
-    return len(pending)
+            left.extend(pending[i + 1:])
+            break
+    return taken, left
 
 
 class StoreWriter:
@@ -146,8 +161,7 @@ class StoreWriter:
     async def _flush(self) -> None:
         try:
             while self._pending:
-                n = _take(self._pending, MAX_ROWS_PER_COMMIT)
-                batches, self._pending = self._pending[:n], self._pending[n:]
+                batches, self._pending = _take(self._pending, MAX_ROWS_PER_COMMIT)
                 try:
                     new = [b.new for b in batches if b.new is not None]
                     results: list[list[TaskRecord] | None] = [None] * len(batches)

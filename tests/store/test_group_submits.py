@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from fuyao.errors import Conflict
-from hub.store import NewTasks, Store
+from hub.store import EventRecord, NewTasks, Store
 from hub.store.records import AuditRecord
 from hub.writer import StoreWriter
-from tests.store.make import submitted, task
+from tests.store.make import at, submitted, task
 
 
 def _audit(target: str) -> AuditRecord:
@@ -50,11 +50,13 @@ class _Held:
     def __init__(self, store: Store) -> None:
         self.store, self.go = store, threading.Event()
         self.writes: list[int] = []       # submits per merged write
+        self.applies: list[int] = []      # events per apply
         self.alone: list[str] = []        # submits retried alone (their first task's name)
 
-    def apply(self, *args: Any) -> None:
+    def apply(self, updates: Any, events: Sequence[Any], *args: Any) -> None:
         assert self.go.wait(10)
-        self.store.apply(*args)
+        self.applies.append(len(events))
+        self.store.apply(updates, events, *args)
 
     def write(self, new: Sequence[NewTasks], *args: Any, **kwargs: Any) -> Any:
         self.writes.append(len(new))
@@ -114,3 +116,31 @@ async def test_a_refused_submit_fails_alone(held: tuple[_Held, StoreWriter]) -> 
     assert wrapped.writes == [3] and wrapped.alone == ["p", "p", "q"]   # merged, then alone
     assert [t.name for t in wrapped.store.list_tasks()] == ["p", "q"]
     assert sorted(e["target"] for e in wrapped.store.audit_log()) == ["p", "q"]
+
+
+async def test_reports_and_submits_queued_alternately_are_two_transactions(
+        held: tuple[_Held, StoreWriter]) -> None:
+    """Agent reports' writes queued between submits do not cut the submits' group commit
+    (nor the submits the reports'): each kind is one transaction, in its own order."""
+    wrapped, writer = held
+    stored = task("s")
+    wrapped.store.add_tasks([stored], [submitted(stored)])
+    first = writer.enqueue()          # an empty apply: held in the store's apply
+    await asyncio.sleep(0.05)
+    queued: list[asyncio.Future[Any]] = []
+    for i, name in enumerate(["x", "y", "z"]):
+        queued.append(asyncio.ensure_future(writer.add_tasks(
+            [task(name, id=f"id-{i}-{name}")], [], audit=_audit(name))))
+        await asyncio.sleep(0)        # the submit is queued before the report
+        queued.append(writer.enqueue(events=[EventRecord(
+            stored.id, at(i), "Running", f"report {i}")]))
+    await asyncio.sleep(0.05)
+    assert not first.done()
+    wrapped.go.set()
+    results = await asyncio.gather(*queued)
+    assert wrapped.writes == [3] and wrapped.applies == [0, 3]
+    assert [[t.name for t in r] for r in results[0::2]] == [["x"], ["y"], ["z"]]
+    seqs = [r[0].seq for r in results[0::2]]
+    assert seqs == sorted(seqs)
+    assert [e.message for e in wrapped.store.task_events(stored.id)][1:] == [
+        "report 0", "report 1", "report 2"]
