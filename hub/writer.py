@@ -14,7 +14,7 @@ REST batches of 10 the writer spent ~17 ms of wall a submit for ~5 ms of its CPU
 ~97% of the time, and placements queued behind the submits (docs/benchmarks.md, e2e
 section, "Twentieth pass"). Taking each kind from the whole queue matters as much: agent
 reports' writes (one ``enqueue`` a report) queue between submits, and merging only runs of
-one kind made most commits a single call, with 30-90 calls waiting (the "Twenty-first
+one kind made most commits a single call, with ~100 calls waiting (the "Twenty-first
 pass").
 
 More than the bound is committed in parts, the first part durable (and its placements sent)
