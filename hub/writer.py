@@ -42,7 +42,7 @@ from hub.store.records import AuditRecord
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-MAX_ROWS_PER_COMMIT = 10_000   # updates + events + placements merged into one transaction
+MAX_ROWS_PER_COMMIT = 10_000   # rows (updates, events, placements, new tasks) a transaction
 
 
 @dataclass
@@ -99,8 +99,8 @@ class StoreWriter:
         self._pending: list[_Batch] = []
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None
-        self.commits = 0      # transactions made by apply (for metrics and tests)
-        self.batches = 0      # apply calls served
+        self.commits = 0      # transactions made by the group commit (for metrics and tests)
+        self.batches = 0      # apply and add_tasks calls served
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run one write on the writer thread and wait for it."""

@@ -359,12 +359,12 @@ class Store(IdentityStore, QueueRows):
         found without a lookup on the hot path (the updates' row count and the foreign
         keys tell), named by one afterwards.
         """
-        ids = [*(u.task_id for u in updates if u.changes), *(e.task_id for e in events),
-               *(p.task_id for p in placements)]
         try:
             self.write((), updates, events, placements,
                        what=f"apply {len(updates)} update(s), {len(events)} event(s)")
         except Conflict:
+            ids = [*(u.task_id for u in updates if u.changes), *(e.task_id for e in events),
+                   *(p.task_id for p in placements)]
             with self._read("check task ids") as s:
                 _require_tasks(s, ids)
             raise
