@@ -55,10 +55,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fuyaoctl.client import Client
 from fuyaoctl.localstack import LocalStack, save_join
+from hub.stages import STAGES
 
 MODELS = [("NVIDIA-H100-80GB-HBM3", 8), ("NVIDIA-A100-SXM4-80GB", 8),
           ("Tesla-V100-SXM2-32GB", 8), ("Tesla-T4", 4)]
-STAGES = ("queue", "decide", "commit", "send", "member", "report", "apply")
 
 
 def fleet_file(path: Path, index: int, nodes: int) -> Path:

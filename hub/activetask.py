@@ -68,6 +68,7 @@ class ActiveTask:
     avoid: set[str] = field(default_factory=set)   # clusters that could not schedule it
     unschedulable_since: float | None = None
     dispatched_at: float | None = None   # monotonic time its PlaceTask went out to be sent
+    stored_at: float | None = None    # wall time its submit was durable (None: loaded)
     saving: bool = False              # a re-queue is being written: not placeable yet
     _request: PlacementRequest | None = None
     _watcher: Callable[[], None] | None = field(default=None, repr=False, compare=False)

@@ -280,7 +280,7 @@ class PlacementLoop:
                 commands = await item.staged.durable()
                 if commands:
                     self.metrics.stages.placed(
-                        ((t.id, t.created_at.timestamp()) for t in item.placed),
+                        ((t.id, t.created_at.timestamp(), t.stored_at) for t in item.placed),
                         cycle_at, item.decided_at, time.time())
                 elif item.placed:
                     self.poke()   # the commit failed: they are Queued again

@@ -1,14 +1,16 @@
 """Where each task's time went between its submit and its Running report.
 
 ``Metrics`` owns one ``StageClock``. The placement loop stamps the tasks a cycle placed
-(``placed``: when the cycle started, when its decisions were done, when its commit was
-durable), the agent channel stamps the moment a PlaceTask was written on the cluster's
-stream (``sent``) and the moment a Running report was read and applied (``running``, with the
-member's own stamp from the report). Each finished journey is observed, stage by stage, in
+(``placed``: when each was submitted and when its submit was durable, when the cycle
+started, when its decisions were done, when its commit was durable), the agent channel
+stamps the moment a PlaceTask was written on the cluster's stream (``sent``) and the moment
+a Running report was read and applied (``running``, with the member's own stamp from the
+report). Each finished journey is observed, stage by stage, in
 the ``fuyao_task_stage_seconds`` histogram (label ``stage``):
 
 =========  ====================================================================
-queue      submit stored -> the placement cycle that placed it started
+store      submit -> its tasks stored (the submit's commit, the store writer's queue)
+queue      stored -> the placement cycle that placed it started
 decide     the cycle's start -> its slice of decisions done (~5 ms slices)
 commit     decisions done -> its slice's store commit is durable
 send       commit durable -> PlaceTask written on the cluster's gRPC stream
@@ -36,7 +38,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-STAGES = ("queue", "decide", "commit", "send", "member", "report", "apply")
+STAGES = ("store", "queue", "decide", "commit", "send", "member", "report", "apply")
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
            10.0, 30.0, 60.0)
 MAX_OPEN = 200_000
@@ -45,6 +47,7 @@ MAX_OPEN = 200_000
 @dataclass(slots=True)
 class _Journey:
     submitted: float
+    stored: float
     cycle: float
     decided: float
     committed: float
@@ -161,12 +164,15 @@ class StageClock:
         self.histogram = StageHistogram(STAGES, BUCKETS, registry)
         self._open: dict[str, _Journey] = {}
 
-    def placed(self, tasks: Iterable[tuple[str, float]], cycle: float, decided: float,
-               committed: float) -> None:
-        """Tasks (id, submit wall time) one cycle placed, with the cycle's stamps."""
-        for task_id, submitted in tasks:
+    def placed(self, tasks: Iterable[tuple[str, float, float | None]], cycle: float,
+               decided: float, committed: float) -> None:
+        """Tasks (id, submit wall time, wall time the submit was durable or None if not
+        known - a task loaded from the store: its ``store`` span counts as 0) one cycle
+        placed, with the cycle's stamps."""
+        for task_id, submitted, stored in tasks:
             self._open.pop(task_id, None)       # a re-placement starts a new journey
-            self._open[task_id] = _Journey(submitted, cycle, decided, committed)
+            self._open[task_id] = _Journey(submitted, submitted if stored is None else stored,
+                                           cycle, decided, committed)
         while len(self._open) > MAX_OPEN:
             del self._open[next(iter(self._open))]
 
@@ -185,7 +191,8 @@ class StageClock:
             return
         applied = time.time() if applied is None else applied
         member = member_ms / 1000 if member_ms > 0 else received
-        spans = (journey.cycle - journey.submitted, journey.decided - journey.cycle,
+        spans = (journey.stored - journey.submitted, journey.cycle - journey.stored,
+                 journey.decided - journey.cycle,
                  journey.committed - journey.decided, journey.sent - journey.committed,
                  member - journey.sent, received - member, applied - received)
         self.histogram.observe_all([span if span > 0.0 else 0.0 for span in spans])

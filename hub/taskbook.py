@@ -149,9 +149,12 @@ class TaskBook:
         dumped from, one per record, kept instead of validated again (``stored_spec``);
         ``audit``: a record committed with them."""
         stored = await self.writer.add_tasks(records, events, audit=audit)
+        at = time.time()    # the submit's durable moment (``hub.stages``: store -> queue)
         kept: Sequence[TaskSpec | None] = [None] * len(stored) if specs is None else specs
         for rec, spec in zip(stored, kept, strict=True):
-            self._add(ActiveTask.from_record(rec, spec))
+            task = ActiveTask.from_record(rec, spec)
+            task.stored_at = at
+            self._add(task)
         return stored
 
     async def cancel(self, name: str, *, part: bool = False) -> tuple[TaskRecord, list[Command]]:

@@ -47,14 +47,14 @@ def test_the_same_exposition_as_a_prometheus_histogram(journeys: list[list[float
 def test_a_running_task_is_observed_per_stage_and_negative_spans_count_as_zero() -> None:
     registry = CollectorRegistry()
     clock = StageClock(registry)
-    clock.placed([("t1", 100.0)], cycle=101.0, decided=100.5, committed=102.0)
+    clock.placed([("t1", 100.0, 100.75)], cycle=101.0, decided=100.5, committed=102.0)
     clock.sent("t1", at=102.5)
     clock.running("t1", member_ms=103_000, received=103.25, applied=103.5)
 
     def value(name: str, stage: str) -> float | None:
         return registry.get_sample_value(f"fuyao_task_stage_seconds_{name}", {"stage": stage})
 
-    assert [value("sum", stage) for stage in STAGES] == [1.0, 0.0, 1.5, 0.5, 0.5, 0.25, 0.25]
+    assert [value("sum", stage) for stage in STAGES] == [0.75, 0.25, 0.0, 1.5, 0.5, 0.5, 0.25, 0.25]
     assert [value("count", stage) for stage in STAGES] == [1.0] * len(STAGES)
     assert registry.get_sample_value("fuyao_task_stage_seconds_bucket",
                                      {"stage": "commit", "le": "1.0"}) == 0.0
