@@ -28,12 +28,22 @@ from hub.store.tables import TABLES, AgentCertificateRow, ApiTokenRow, AuditRow,
 JOIN_TOKEN_ID_LEN = 12   # characters of the token's hash shown as its id
 
 
-def audit_row(rec: AuditRecord, at: datetime | None = None) -> AuditRow:
-    """The stored row of one audit record (at ``at``, else now), its fields bounded."""
+AUDIT = TABLES["audit_log"]
+
+
+def audit_values(rec: AuditRecord, at: datetime | None = None) -> dict[str, Any]:
+    """The stored columns of one audit record (at ``at``, else now), its fields bounded:
+    a Core insert's parameters (``Store.write`` inserts a submit's record so, without the
+    ORM's unit of work)."""
     when = datetime.now(UTC) if at is None else convert.utc(at, "at")
-    return AuditRow(at=when, actor=rec.actor[:200], action=rec.action[:100],
-                    target=rec.target[:500], result=rec.result[:2000], role=rec.role,
-                    source=rec.source[:100], request_id=rec.request_id[:100])
+    return {"at": when, "actor": rec.actor[:200], "action": rec.action[:100],
+            "target": rec.target[:500], "result": rec.result[:2000], "role": rec.role,
+            "source": rec.source[:100], "request_id": rec.request_id[:100]}
+
+
+def audit_row(rec: AuditRecord, at: datetime | None = None) -> AuditRow:
+    """The stored row of one audit record (``audit_values``) as the ORM adds it."""
+    return AuditRow(**audit_values(rec, at))
 
 
 def _token_record(row: ApiTokenRow) -> ApiTokenRecord:

@@ -28,7 +28,7 @@ from hub.store.engine import (
     parse_url,
     wrap_errors,
 )
-from hub.store.identity import IdentityStore, audit_row
+from hub.store.identity import AUDIT, IdentityStore, audit_values
 from hub.store.migrations import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -138,6 +138,21 @@ class Store(IdentityStore, QueueRows):
                 self.fence(conn)
             yield session
             session.commit()
+
+    @contextmanager
+    def _write_rows(self, what: str) -> Iterator[Connection]:
+        """A write transaction on a bare connection, for Core statements only: ``write``'s,
+        which the writer thread runs for every submit and placement commit. An ORM session
+        around it cost ~0.65 ms of CPU a transaction (its setup, commit and one audit
+        row's unit of work), ~40% of a one-task submit's (``docs/benchmarks.md``, "Twenty-
+        second pass")."""
+        self._check_schema()
+        with wrap_errors(what), self._engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                if self.fence is not None:
+                    self.fence(conn)
+                yield conn
 
     # ---- clusters
 
@@ -391,9 +406,8 @@ class Store(IdentityStore, QueueRows):
         audits = [n.audit for n in new if n.audit is not None]
         seq_of: dict[str, int] = {}
         if values or merged or event_values or placement_values or audits:
-            with self._write(what or f"write {len(values)} new task(s), {len(merged)} "
-                             f"update(s), {len(event_values)} event(s)") as s:
-                conn = s.connection()
+            with self._write_rows(what or f"write {len(values)} new task(s), {len(merged)} "
+                                  f"update(s), {len(event_values)} event(s)") as conn:
                 if values:
                     # Each row's seq by its id: asking RETURNING for the parameters' order
                     # made SQLAlchemy insert one row per statement on SQLite.
@@ -408,12 +422,12 @@ class Store(IdentityStore, QueueRows):
                 for params in by_keys.values():
                     updated += self._bulk.execute(conn, "update task", _UPDATE_TASK, params)
                 if updated != len(merged):
-                    _require_tasks(s, merged)
+                    _require_tasks(conn, merged)
                 self._bulk.execute(conn, "insert events", sa.insert(EVENTS), event_values)
                 self._bulk.execute(conn, "insert placements", sa.insert(PLACEMENTS),
                                    placement_values)
-                for audit in audits:
-                    s.add(audit_row(audit))
+                self._bulk.execute(conn, "insert audit", sa.insert(AUDIT),
+                                   [audit_values(a) for a in audits])
         if self.on_events is not None and event_values:
             self.on_events([*new_events, *events], {t.id: t.name for n in new for t in n.tasks})
         return [[replace(t, seq=seq_of[v["id"]], created_at=v["created_at"],
@@ -467,12 +481,12 @@ def _reject_duplicate_names(s: Session, names: Sequence[str]) -> None:
         raise Conflict("; ".join(problems) + " (nothing was stored)")
 
 
-def _require_tasks(s: Session, task_ids: Iterable[str]) -> None:
+def _require_tasks(conn: Session | Connection, task_ids: Iterable[str]) -> None:
     """NotFound naming every id in ``task_ids`` that is not stored."""
     wanted = list(dict.fromkeys(task_ids))
     found: set[str] = set()
     for chunk in _chunks(wanted):
-        found.update(s.exec(select(TaskRow.id).where(col(TaskRow.id).in_(chunk))).all())
+        found.update(conn.execute(sa.select(TASKS.c.id).where(TASKS.c.id.in_(chunk))).scalars())
     missing = [t for t in wanted if t not in found]
     if missing:
         raise NotFound(f"task id(s) not found: {', '.join(missing)} (nothing was written)")
