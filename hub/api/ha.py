@@ -13,11 +13,11 @@ by the ordinary routers. The leader passes everything through.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fuyao.spec import error_body
 from hub.api.deps import HubDep
@@ -50,22 +50,37 @@ def _not_leader(hub: Hub, what: str) -> JSONResponse:
 def install(app: FastAPI, hub: Hub) -> None:
     """Mount the status route and the standby guard on the REST app."""
     app.include_router(router)
+    app.add_middleware(StandbyGuard, hub=hub)
 
-    @app.middleware("http")
-    async def standby_guard(request: Request,
-                            call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        path = request.url.path
-        if hub.ha.serving or not path.startswith("/api/") or path.startswith(_ANY_REPLICA):
-            return await call_next(request)
-        if request.method not in _READS:
-            return _not_leader(hub, "take writes")
+
+class StandbyGuard:
+    """The standby guard of the module docstring, as plain ASGI middleware: on the serving
+    leader every request passes straight through. (Starlette's ``@app.middleware("http")``
+    form it had ran every request through a task group and memory streams, ~0.1 ms of the
+    event loop's CPU a REST call: ``docs/benchmarks.md``, "Twenty-second pass".)"""
+
+    def __init__(self, app: ASGIApp, hub: Hub) -> None:
+        self.app = app
+        self.hub = hub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hub = self.hub
+        path = scope.get("path", "")
+        if (scope["type"] != "http" or hub.ha.serving or not path.startswith("/api/")
+                or path.startswith(_ANY_REPLICA)):
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] not in _READS:
+            await _not_leader(hub, "take writes")(scope, receive, send)
+            return
         if hub.ha.leading:
             # Taking over: the view is being rebuilt under the read lock; a read waits for
             # it and is then served as the leader's (never by reloading the standby cache).
             async with hub.ha.reads.lock:
                 pass
-            return await call_next(request)
-        if path.startswith(_LEADER_ONLY_READS) or path.endswith("/explain"):
-            return _not_leader(hub, "hold the fleet view")
-        await hub.ha.reads.refresh()
-        return await call_next(request)
+        elif path.startswith(_LEADER_ONLY_READS) or path.endswith("/explain"):
+            await _not_leader(hub, "hold the fleet view")(scope, receive, send)
+            return
+        else:
+            await hub.ha.reads.refresh()
+        await self.app(scope, receive, send)

@@ -45,6 +45,7 @@ def test_the_standby_serves_reads_and_refuses_writes_naming_the_leader(
                                      "Content-Type": "application/json"})
         assert answer.status_code == 503
         assert answer.headers["Fuyao-Leader"] == hubs.api("a")
+        assert answer.headers["x-request-id"]       # refused inside the guardrails
         assert answer.json()["error"]["details"]["leader"] == hubs.api("a")
         assert "standby" in answer.json()["error"]["message"]
         with hubs.b.client() as standby:
