@@ -79,6 +79,11 @@ class LeaderInfo:
     acquired_at: datetime | None
 
 
+# The fence's query as each dialect's SQL, compiled once: it runs at the start of every write
+# transaction, where building and compiling it anew cost ~0.1 ms of the writer's CPU.
+_FENCE_SQL: dict[str, str] = {}
+
+
 class EpochFence:
     """The store's write check (``Store.fence``) for a leader of ``epoch``."""
 
@@ -87,10 +92,14 @@ class EpochFence:
         self.on_stale = on_stale    # told once a write finds a newer epoch (any thread)
 
     def __call__(self, conn: Connection) -> None:
-        query = sa.select(LEADER.c.epoch).where(LEADER.c.id == LEADER_ROW)
-        if conn.dialect.name == "postgresql":
-            query = query.with_for_update(read=True)
-        current = int(conn.execute(query).scalar_one())
+        sql = _FENCE_SQL.get(conn.dialect.name)
+        if sql is None:
+            query = sa.select(LEADER.c.epoch).where(LEADER.c.id == LEADER_ROW)
+            if conn.dialect.name == "postgresql":
+                query = query.with_for_update(read=True)
+            sql = _FENCE_SQL[conn.dialect.name] = str(query.compile(
+                dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+        current = int(conn.exec_driver_sql(sql).scalar_one())
         if current != self.epoch:
             self.on_stale(current)
             raise Fenced(f"write refused: this hub led epoch {self.epoch}, but epoch {current} "
