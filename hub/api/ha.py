@@ -56,8 +56,9 @@ def install(app: FastAPI, hub: Hub) -> None:
 class StandbyGuard:
     """The standby guard of the module docstring, as plain ASGI middleware: on the serving
     leader every request passes straight through. (Starlette's ``@app.middleware("http")``
-    form it had ran every request through a task group and memory streams, ~0.1 ms of the
-    event loop's CPU a REST call: ``docs/benchmarks.md``, "Twenty-second pass".)"""
+    form it had ran every request through a task group and memory streams: ~0.5 ms of the
+    event loop's CPU a REST submit of 10 tasks, ``docs/benchmarks.md``, e2e section,
+    "Twenty-second pass".)"""
 
     def __init__(self, app: ASGIApp, hub: Hub) -> None:
         self.app = app

@@ -143,9 +143,9 @@ class Store(IdentityStore, QueueRows):
     def _write_rows(self, what: str) -> Iterator[Connection]:
         """A write transaction on a bare connection, for Core statements only: ``write``'s,
         which the writer thread runs for every submit and placement commit. An ORM session
-        around it cost ~0.65 ms of CPU a transaction (its setup, commit and one audit
-        row's unit of work), ~40% of a one-task submit's (``docs/benchmarks.md``, "Twenty-
-        second pass")."""
+        around it cost ~0.6 ms of CPU a transaction (its setup, commit and one audit row's
+        unit of work), about half of a one-task submit's (``docs/benchmarks.md``, e2e
+        section, "Twenty-second pass")."""
         self._check_schema()
         with wrap_errors(what), self._engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})

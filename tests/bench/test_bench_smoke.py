@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.postgres import fresh_database
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
@@ -247,6 +249,26 @@ def test_submit_bench_stores_every_batch_through_rest_and_splits_the_cpu() -> No
     assert result["tasks"] == 400 and result["batch"] == 100 and result["measured"] == 300
     assert result["cpu_ms_per_task"] >= result["loop_cpu_ms_per_task"] > 0
     assert result["writer_cpu_ms_per_task"] >= 0 and result["wall_ms_per_task"] > 0
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_write_bench_times_submits_and_reports_on_a_fenced_store(store: str,
+                                                                 request: Any) -> None:
+    """The writer's transactions on each backend, with the leader's fence as a hub runs it."""
+    if store == "sqlite":
+        result = run_bench("write_bench.py", "--tasks", "3")
+    else:
+        with fresh_database(request.getfixturevalue("pg_url")) as url:
+            result = run_bench("write_bench.py", "--tasks", "3", "--store", url)
+    assert result["store"] == store and result["submits"] == 100
+    assert result["tasks_per_submit"] == 3
+    for kind in ("submit", "report"):
+        assert result[kind]["wall_ms"] > 0 and result[kind]["cpu_ms"] > 0
+
+
+@pytest.mark.parametrize("flag", [("--submits", "0"), ("--tasks", "1001"), ("--warm", "-1")])
+def test_write_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("write_bench.py", flag)
 
 
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--batch", "1001"), ("--warm", "-1"),
