@@ -21,8 +21,8 @@ parked before the burst starts (``backlog_parked_s``: from their first submit).
 
 Latency is from the ``Submitted`` to the ``Running`` event of each sampled task (both stamped
 by the hub). The breakdown of each phase comes from the hub's ``fuyao_task_stage_seconds``
-histogram (``hub/stages.py``: queue, decide, commit, send, member, report, apply; means and
-histogram medians), read from ``/metrics`` before and after the phase.
+histogram (``hub/stages.py``: store, queue, decide, commit, send, member, report, apply;
+means and histogram medians), read from ``/metrics`` before and after the phase.
 
     python bench/e2e_bench.py                        # 10 members x 50 nodes, markdown
     python bench/e2e_bench.py --clusters 100 --json  # one JSON object
