@@ -43,22 +43,18 @@ from flags import bench_main, check_bounds  # beside this file
 from fuyao.spec import TaskSpec, TaskState
 from hub.ha import EpochFence, Lease
 from hub.ha.lease import Replica
-from hub.store import EventRecord, Store, TaskRecord, TaskUpdate
+from hub.store import EventRecord, Store, TaskUpdate
 from hub.store.records import AuditRecord, NewTasks
+from hub.taskbook import submit_records
 
 BOUNDS = {"submits": (1, 100_000), "tasks": (1, 1000), "warm": (0, 10_000)}
 SPEC = TaskSpec.model_validate({"name": "t", "gpu": 1, "duration": "30s"})
 
 
 def _submit(prefix: str, tasks: int) -> NewTasks:
-    """One REST submit as ``TaskBook.submit`` writes it."""
-    now = datetime.now(UTC)
-    spec = SPEC.model_dump(mode="json")
-    records = [TaskRecord(id=str(uuid.uuid4()), name=f"{prefix}-{i}", spec=spec,
-                          state=TaskState.QUEUED.value, queue=SPEC.queue,
-                          priority=SPEC.priority, seq=0, created_at=now, updated_at=now,
-                          owner="bench") for i in range(tasks)]
-    events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
+    """One REST submit as ``TaskBook.submit`` writes it, with its audit record."""
+    specs = [SPEC.model_copy(update={"name": f"{prefix}-{i}"}) for i in range(tasks)]
+    records, events = submit_records(specs, owner="bench")
     audit = AuditRecord(actor="bench", action="task.submit", target=records[0].name,
                         result=f"ok, {tasks} task(s)", request_id=uuid.uuid4().hex)
     return NewTasks(records, events, audit)

@@ -83,6 +83,24 @@ def _total(result: PlacementResult) -> float | None:
     return result.table.totals[list(clusters).index(result.cluster)]
 
 
+def submit_records(specs: Sequence[TaskSpec],
+                   owner: str = "") -> tuple[list[TaskRecord], list[EventRecord]]:
+    """The store's records of a submit: each spec a new Queued task (a fresh id, stamped
+    now) and its ``Submitted`` event (``TaskBook.submit``; ``bench/write_bench.py`` writes
+    the same)."""
+    now = utcnow()
+    records = [
+        TaskRecord(
+            id=str(uuid.uuid4()), name=s.name, spec=s.model_dump(mode="json"),
+            state=TaskState.QUEUED.value, queue=s.queue, priority=s.priority, seq=0,
+            created_at=now, updated_at=now, owner=owner,
+        )
+        for s in specs
+    ]
+    events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
+    return records, events
+
+
 class TaskBook:
     """The hub's active tasks and their transitions."""
 
@@ -129,16 +147,7 @@ class TaskBook:
         """Store new tasks as Queued (all or none) and make them placeable; ``owner`` is
         the API token that submitted them; ``audit``: the submit's audit record, stored in
         the same transaction."""
-        now = utcnow()
-        records = [
-            TaskRecord(
-                id=str(uuid.uuid4()), name=s.name, spec=s.model_dump(mode="json"),
-                state=TaskState.QUEUED.value, queue=s.queue, priority=s.priority, seq=0,
-                created_at=now, updated_at=now, owner=owner,
-            )
-            for s in specs
-        ]
-        events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
+        records, events = submit_records(specs, owner)
         return await self.add(records, events, specs, audit=audit)
 
     async def add(self, records: Sequence[TaskRecord], events: Sequence[EventRecord],
