@@ -246,10 +246,14 @@ class NodeState:
         "model_used", "name", "order", "pods", "primary", "schedulable",
     )
 
-    def __init__(self, info: NodeReport, hold: Hold | None, name: str | None = None,
+    def __init__(self, info: NodeReport | None, hold: Hold | None, name: str | None = None,
                  labels: Mapping[str, str] | None = None) -> None:
         """``name`` and ``labels``, when given, are ``info``'s as the caller already read
-        them (a wire message gives new objects at each read): kept instead of read again."""
+        them (a wire message gives new objects at each read): kept instead of read again.
+        ``info`` None: a blank state for ``held`` to fill (``NodeState.__new__`` is not
+        there when the module is compiled, ``hub.native``)."""
+        if info is None:
+            return
         if name is None:
             name = info.name   # read once: a wire message gives a new string at each read
         if labels is None:
@@ -321,7 +325,7 @@ class NodeState:
 
     def held(self, hold: Hold | None) -> NodeState:
         """The same report with another hold (a reservation placed or given back)."""
-        state = NodeState.__new__(NodeState)
+        state = NodeState(None, None)
         classes = self.classes
         if hold is None and len(classes) == 1:
             # the last hold given back on a one-class node: what a fresh report of it files
@@ -526,7 +530,7 @@ def _by_class(node: str, devices: Sequence[DeviceReport]) -> tuple[Reported, Ids
         ids.append(dev.id)
         frees.append(dev.free_milli)
         memory.append(dev.free_memory_mib)
-    order = _order(seen, grouped)
+    order: tuple[int, ...] | None = _order(seen, grouped)
     reported = tuple((_interned(_classes_seen, cls), tuple(ids), _shared_frees(tuple(frees)),
                       _shared_frees(tuple(mem))) for cls, (ids, frees, mem) in grouped.items())
     kept = tuple(tuple(ids) for ids, _, _ in grouped.values())

@@ -32,6 +32,8 @@ import weakref
 from collections.abc import Hashable, ItemsView, Iterator, Mapping
 from itertools import compress
 
+from mypy_extensions import mypyc_attr
+
 from hub.fleet import (
     Certificate,
     ClusterInfo,
@@ -52,6 +54,7 @@ _FITS_PER_CLUSTER = 512
 FitEntry = tuple[Fit | Miss, int, tuple[str, ...], Certificate | None, int]
 
 
+@mypyc_attr(native_class=False)   # a compiled class takes no weak reference (hub.native)
 class Statuses(dict[str, Status]):
     """Every cluster's status for one decision (a dict that a weak reference can follow)."""
 
@@ -62,6 +65,7 @@ Row = tuple[Status, bool, tuple[float, ...], float, tuple[float, ...]]
 """One cluster's verdict as lent: status, ok, raw scores, total, normalized scores."""
 
 
+@mypyc_attr(native_class=False)   # ... as above: lent decisions hold it by weak reference
 class Journal:
     """What a lent decision's rows were before the table changed them (first change only):
     the decision reads the table's containers through it, so lending copies nothing."""
@@ -198,9 +202,8 @@ class ShapeTable:
 
     def detached(self) -> ShapeTable:
         """A copy for one decision (its changes are not kept)."""
-        copy = ShapeTable.__new__(ShapeTable)
-        copy.clusters, copy.positions, copy.fit_id = self.clusters, self.positions, self.fit_id
-        copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
+        copy = ShapeTable((), self.positions, self.fit_id, self.seen)
+        copy.clusters, copy.names, copy.redo = self.clusters, self.names, set(self.redo)
         copy.statuses, copy.oks = Statuses(self.statuses), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
         copy.settings = list(self.settings)

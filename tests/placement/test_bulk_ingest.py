@@ -81,8 +81,14 @@ def group_of(group: Group) -> tuple[object, ...]:
               index.free_milli) for cls, index in group.classes.items()])
 
 
+# ModelTotals' fields (a compiled class has no __slots__ to read them from: hub.native)
+TOTALS_FIELDS = ("cpu_total", "cpu_used", "devices", "mem_total", "mem_used", "nodes",
+                 "off_cpu_total", "off_cpu_used", "off_devices", "off_mem_total",
+                 "off_mem_used", "off_used_milli", "used_milli")
+
+
 def view_of(cluster: ClusterInfo) -> tuple[object, ...]:
-    totals = [(model, {k: getattr(row, k) for k in row.__slots__})
+    totals = [(model, {k: getattr(row, k) for k in TOTALS_FIELDS})
               for model, row in cluster.totals().items()]
     return ([state_of(cluster._nodes[n]) for n in cluster._nodes],
             {n: g.key for n, g in cluster._node_group.items()},
