@@ -1,0 +1,124 @@
+"""hub.native: the engine runs compiled only from extensions of the sources as they are now."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import hub.native as native
+from hub.native import SourceFinder, decide, digest
+
+MODULES = ("pkg.alpha", "pkg.sub.beta")
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """Two sources, each with an 'extension' beside it, and a manifest of them."""
+    for module in MODULES:
+        source = native.source_of(module, tmp_path)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(f"NAME = {module!r}\n")
+        source.with_name(source.stem + SUFFIX).write_bytes(b"not really an extension")
+    manifest = tmp_path / "native.json"
+    manifest.write_text(json.dumps(
+        {"modules": {m: digest(native.source_of(m, tmp_path)) for m in MODULES}}))
+    return tmp_path
+
+
+def state(root: Path, **env: str) -> native.State:
+    return decide(MODULES, root, env, root / "native.json")
+
+
+def test_extensions_of_the_current_sources_run_compiled(tree: Path) -> None:
+    assert state(tree) == native.State(True, "")
+    assert str(state(tree)) == "compiled (mypyc)"
+
+
+def test_an_edited_source_runs_every_module_from_source(tree: Path) -> None:
+    beta = native.source_of("pkg.sub.beta", tree)
+    beta.write_text(beta.read_text() + "EDITED = True\n")
+    got = state(tree)
+    assert not got.compiled
+    assert got.reason == ("pkg/sub/beta.py changed since it was compiled: "
+                          "run scripts/compile.sh")
+
+
+@pytest.mark.parametrize("env", [{"FUYAO_PURE": "1"}, {"FUYAO_PURE": "yes"}])
+def test_fuyao_pure_runs_the_source(tree: Path, env: dict[str, str]) -> None:
+    assert state(tree, **env) == native.State(False, "FUYAO_PURE is set")
+    assert state(tree, FUYAO_PURE="0").compiled
+
+
+def test_a_missing_extension_or_manifest_runs_the_source(tree: Path) -> None:
+    (tree / "native.json").write_text("{not json")
+    assert "unreadable" in state(tree).reason
+    (tree / "native.json").unlink()
+    assert "missing" in state(tree).reason
+    assert not state(tree).compiled
+
+
+def test_one_module_without_its_extension_runs_all_from_source(tree: Path) -> None:
+    for path in native.extensions_of("pkg.alpha", tree):
+        path.unlink()
+    got = state(tree)
+    assert got == native.State(False, "pkg.alpha has no extension: run scripts/compile.sh")
+
+
+def test_nothing_compiled_says_so(tmp_path: Path) -> None:
+    for module in MODULES:
+        native.source_of(module, tmp_path).parent.mkdir(parents=True, exist_ok=True)
+        native.source_of(module, tmp_path).write_text("")
+    assert state(tmp_path) == native.State(False, "not compiled: run scripts/compile.sh")
+
+
+@pytest.fixture
+def importable(tree: Path) -> Iterator[Path]:
+    sys.path.insert(0, str(tree))
+    try:
+        yield tree
+    finally:
+        sys.path.remove(str(tree))
+        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
+            del sys.modules[name]
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, SourceFinder)]
+        importlib.invalidate_caches()
+
+
+def test_the_source_finder_loads_sources_ahead_of_their_extensions(importable: Path) -> None:
+    with pytest.raises(ImportError):   # the 'extension' comes first, and is not one
+        importlib.import_module("pkg.alpha")
+    sys.meta_path.insert(0, SourceFinder(MODULES))
+    alpha = importlib.import_module("pkg.alpha")
+    beta = importlib.import_module("pkg.sub.beta")
+    assert (alpha.NAME, beta.NAME) == MODULES
+    assert beta.__file__ == str(native.source_of("pkg.sub.beta", importable))
+
+
+def engine_file(env: dict[str, str]) -> str:
+    code = ("import hub.placement.scheduler as s, hub.fleet.fit as f, hub.native as n; "
+            "print(s.__file__, f.__file__, n.STATE.compiled)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, timeout=60)
+    return out.stdout
+
+
+def test_the_hub_loads_the_engine_as_its_state_says() -> None:
+    """In a fresh interpreter: FUYAO_PURE loads every engine module from source; without
+    it, extensions exactly when the state says compiled (``scripts/setup.sh`` compiles)."""
+    env = {k: v for k, v in os.environ.items() if k != "FUYAO_PURE"}
+    pure = engine_file({**env, "FUYAO_PURE": "1"}).split()
+    assert pure[0].endswith("scheduler.py") and pure[1].endswith("fit.py")
+    assert pure[2] == "False"
+    scheduler, fit, compiled = engine_file(env).split()
+    assert compiled == str(native.decide(env=env).compiled)
+    assert scheduler.endswith(".py") is (compiled == "False")
+    assert fit.endswith(".py") is (compiled == "False")
