@@ -45,8 +45,15 @@ MODULES: tuple[str, ...] = (
     "hub.placement.cache",
     "hub.placement.ranking",
     "hub.placement.scheduler",
+    "hub.placement.plugins.accelerator_fit",
+    "hub.placement.plugins.cluster_affinity",
+    "hub.placement.plugins.cluster_ready",
+    "hub.placement.plugins.cluster_weight",
+    "hub.placement.plugins.fleet_reservation",
     "hub.placement.plugins.headroom",
+    "hub.placement.plugins.least_overqualified",
     "hub.placement.plugins.node_fit",
+    "hub.placement.plugins.taint_toleration",
 )
 GROUP = "hub.native_engine"          # the shared library: hub/native_engine__mypyc.*.so
 ROOT = Path(__file__).resolve().parent.parent   # the directory holding the hub package
@@ -78,6 +85,21 @@ def extensions_of(module: str, root: Path = ROOT) -> list[Path]:
             if (p := source.with_name(leaf + suffix)).exists()]
 
 
+def compiled_under(root: Path = ROOT) -> list[str]:
+    """Every module under ``root``'s hub package with an extension file (the shared library
+    aside): a module dropped from ``MODULES`` after it was compiled is still one."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    found = []
+    for path in (root / "hub").rglob("*.so"):
+        name = path.name
+        for suffix in suffixes:
+            if name.endswith(suffix) and "__mypyc" not in name:
+                parts = path.relative_to(root).parent.parts
+                found.append(".".join((*parts, name[: -len(suffix)])))
+                break
+    return sorted(found)
+
+
 def digest(path: Path) -> str:
     """SHA-256 of a file's bytes, hex."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -97,6 +119,10 @@ def decide(modules: Sequence[str] = MODULES, root: Path = ROOT,
         kept = json.loads(manifest.read_text())["modules"]
     except (OSError, ValueError, KeyError, TypeError):
         return State(False, f"{manifest.name} is missing or unreadable: run scripts/compile.sh")
+    stray = sorted(set(compiled_under(root)) - set(modules))
+    if stray:
+        return State(False, f"{stray[0]} is compiled but not in hub.native.MODULES: "
+                            "run scripts/compile.sh")
     for module in modules:
         if module not in have:
             return State(False, f"{module} has no extension: run scripts/compile.sh")
@@ -130,7 +156,7 @@ def use() -> State:
     state = decide()
     if not state.compiled and any(extensions_of(m) for m in MODULES):
         if not any(isinstance(f, SourceFinder) for f in sys.meta_path):
-            sys.meta_path.insert(0, SourceFinder(MODULES))
+            sys.meta_path.insert(0, SourceFinder((*MODULES, *compiled_under())))
         if not state.reason.startswith(PURE_ENV):
             warnings.warn(f"placement engine runs from source: {state.reason}",
                           RuntimeWarning, stacklevel=2)
@@ -143,8 +169,9 @@ STATE = use()
 # -- building: python -m hub.native build | clean | status --------------------------------
 
 def clean(root: Path = ROOT) -> list[Path]:
-    """Remove every extension of ``MODULES``, the shared library and the manifest."""
-    gone = [p for m in MODULES for p in extensions_of(m, root)]
+    """Remove every compiled module under hub (``MODULES``, and any dropped from it), the
+    shared library and the manifest."""
+    gone = [p for m in compiled_under(root) for p in extensions_of(m, root)]
     lib = root / "hub"
     gone += [p for p in lib.glob(GROUP.rpartition(".")[2] + "__mypyc*")
              if p.suffix in (".so", ".pyd")]

@@ -16,7 +16,7 @@ import pytest
 import hub.native as native
 from hub.native import SourceFinder, decide, digest
 
-MODULES = ("pkg.alpha", "pkg.sub.beta")
+MODULES = ("hub.alpha", "hub.sub.beta")   # in a tmp tree, not the real package
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
@@ -44,11 +44,11 @@ def test_extensions_of_the_current_sources_run_compiled(tree: Path) -> None:
 
 
 def test_an_edited_source_runs_every_module_from_source(tree: Path) -> None:
-    beta = native.source_of("pkg.sub.beta", tree)
+    beta = native.source_of("hub.sub.beta", tree)
     beta.write_text(beta.read_text() + "EDITED = True\n")
     got = state(tree)
     assert not got.compiled
-    assert got.reason == ("pkg/sub/beta.py changed since it was compiled: "
+    assert got.reason == ("hub/sub/beta.py changed since it was compiled: "
                           "run scripts/compile.sh")
 
 
@@ -67,10 +67,10 @@ def test_a_missing_extension_or_manifest_runs_the_source(tree: Path) -> None:
 
 
 def test_one_module_without_its_extension_runs_all_from_source(tree: Path) -> None:
-    for path in native.extensions_of("pkg.alpha", tree):
+    for path in native.extensions_of("hub.alpha", tree):
         path.unlink()
     got = state(tree)
-    assert got == native.State(False, "pkg.alpha has no extension: run scripts/compile.sh")
+    assert got == native.State(False, "hub.alpha has no extension: run scripts/compile.sh")
 
 
 def test_nothing_compiled_says_so(tmp_path: Path) -> None:
@@ -80,13 +80,31 @@ def test_nothing_compiled_says_so(tmp_path: Path) -> None:
     assert state(tmp_path) == native.State(False, "not compiled: run scripts/compile.sh")
 
 
+def test_a_module_compiled_then_dropped_from_the_list_runs_all_from_source(tree: Path) -> None:
+    gamma = native.source_of("hub.gamma", tree)
+    gamma.write_text("")
+    gamma.with_name("gamma" + SUFFIX).write_bytes(b"left from an earlier build")
+    assert native.compiled_under(tree) == ["hub.alpha", "hub.gamma", "hub.sub.beta"]
+    assert state(tree) == native.State(
+        False, "hub.gamma is compiled but not in hub.native.MODULES: run scripts/compile.sh")
+
+
+PACKAGE = ("pkg.alpha", "pkg.sub.beta")
+
+
 @pytest.fixture
-def importable(tree: Path) -> Iterator[Path]:
-    sys.path.insert(0, str(tree))
+def importable(tmp_path: Path) -> Iterator[Path]:
+    """A package ``pkg`` whose modules have an 'extension' beside each source."""
+    for module in PACKAGE:
+        source = native.source_of(module, tmp_path)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(f"NAME = {module!r}\n")
+        source.with_name(source.stem + SUFFIX).write_bytes(b"not really an extension")
+    sys.path.insert(0, str(tmp_path))
     try:
-        yield tree
+        yield tmp_path
     finally:
-        sys.path.remove(str(tree))
+        sys.path.remove(str(tmp_path))
         for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
             del sys.modules[name]
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, SourceFinder)]
@@ -96,10 +114,10 @@ def importable(tree: Path) -> Iterator[Path]:
 def test_the_source_finder_loads_sources_ahead_of_their_extensions(importable: Path) -> None:
     with pytest.raises(ImportError):   # the 'extension' comes first, and is not one
         importlib.import_module("pkg.alpha")
-    sys.meta_path.insert(0, SourceFinder(MODULES))
+    sys.meta_path.insert(0, SourceFinder(PACKAGE))
     alpha = importlib.import_module("pkg.alpha")
     beta = importlib.import_module("pkg.sub.beta")
-    assert (alpha.NAME, beta.NAME) == MODULES
+    assert (alpha.NAME, beta.NAME) == PACKAGE
     assert beta.__file__ == str(native.source_of("pkg.sub.beta", importable))
 
 
