@@ -20,6 +20,15 @@ and the rest compiled would still run the old code of that one), when
 ``STATE`` says which was chosen and why (the hub logs it at start; benches report it).
 Without a C compiler, or without mypy, nothing is compiled and the source runs: the same
 decisions, at the source's speed.
+
+One rule for the compiled modules' classes: on CPython 3.11 mypyc gives a compiled class
+derived from a Python class (``Mapping``, ``Sequence``) a ``__dict__`` and a weak-reference
+slot, and treats that slot as a reference the object owns - once an object something
+referred to weakly dies, the weak reference itself is freed under whoever holds it, and the
+collector crashes on it later (hypothesis keeps weak references to what it builds). Such
+classes, and the classes the engine refers to weakly, live in modules outside ``MODULES``
+(``hub.fleet.readonly``, ``hub.placement.lent``); ``tests/unit/test_native.py`` fails on a
+compiled class that breaks the rule.
 """
 
 from __future__ import annotations

@@ -45,11 +45,11 @@ from hub.fleet.nodes import (
     ClassSlot,
     DeviceClass,
     Hold,
-    NodeLabels,
     NodeReport,
     NodeState,
     collector_paused,
 )
+from hub.fleet.readonly import NodeLabels
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48

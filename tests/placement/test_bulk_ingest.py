@@ -27,7 +27,8 @@ from fuyao.spec import ClusterState, TaskRequests
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet import NO_MODEL, ClusterInfo, FleetView
 from hub.fleet.cluster import Group
-from hub.fleet.nodes import NodeLabels, NodeState
+from hub.fleet.nodes import NodeState
+from hub.fleet.readonly import NodeLabels
 from hub.fleet.view import PER_NODE_LABEL_KEYS
 
 device = st.tuples(st.sampled_from([("A100", 81920), ("A100", 40960), ("T4", 16384), ("", 0)]),
