@@ -55,6 +55,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fuyaoctl.client import Client
 from fuyaoctl.localstack import LocalStack, save_join
+from hub import native
 from hub.stages import STAGES
 
 MODELS = [("NVIDIA-H100-80GB-HBM3", 8), ("NVIDIA-A100-SXM4-80GB", 8),
@@ -557,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         args.burst_duration, args.half_seconds, args.half_duration = 5, 1, 0.5
         args.rate = args.rate or 200
     result = run(args)
+    result["engine"] = str(native.STATE)   # the hub's too: same tree, same environment
     if args.output is not None:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
         args.output.with_suffix(".md").write_text(markdown(result) + "\n")

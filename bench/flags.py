@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hub import native
+
 
 def out_of_bounds(args: argparse.Namespace,
                   bounds: Mapping[str, tuple[float, float]]) -> str | None:
@@ -39,5 +41,6 @@ def bench_main(parse: Callable[[list[str] | None], argparse.Namespace],
     """A bench's ``main``: parse, run, print (markdown, or JSON with ``--json``)."""
     args = parse(argv)
     result = run(args)
+    result.setdefault("engine", str(native.STATE))   # compiled or source (hub.native)
     emit(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0

@@ -63,7 +63,7 @@ from fuyao.inventory import NodeInfo, node_from_proto
 from fuyao.labelsets import encode, expand
 from fuyao.spec import ClusterState, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
-from hub import heap
+from hub import heap, native
 from hub.activetask import ActiveTask
 from hub.catalogs import OperatedCatalog
 from hub.config import Timings
@@ -355,6 +355,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     return {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "nodes": total_nodes,
         "all_reports_kept": args.all_reports, "from_wire": args.from_wire,
+        "engine": str(native.STATE),
         "collector": ("CPython defaults" if args.default_gc else "hub.heap.settle")
                      + ("" if args.no_freeze else ", hub.heap.inventory"),
         "rss_base_mib": round(base / MIB, 1),

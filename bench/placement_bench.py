@@ -37,7 +37,7 @@ from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState, TaskRequests
-from hub import heap
+from hub import heap, native
 from hub.fleet import ClusterInfo, FleetView, NodeState
 from hub.placement import PlacementRequest, Scheduler
 from hub.placement.profile import DEFAULT_PROFILE, MODEL_CHOICES, TIGHTEST, Profile
@@ -387,6 +387,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "clock": args.clock,
         "model_choice": profile.model_choice, "baselines_checked": checked, "gc": args.gc,
+        "engine": str(native.STATE),
         "fleet_build_s": round(build_s, 2), "placed": placed, "decisions": len(reqs),
         "indexed_cached": Timings(fast).summary(),
         "indexed_uncached": Timings(slow).summary(),

@@ -23,7 +23,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from fuyao.wire.v1 import agent_pb2_grpc as pb_grpc
-from hub import heap
+from hub import heap, native
 from hub.agent_service import AgentChannel, Auth
 from hub.agentgate import AgentGate
 from hub.api import create_app, create_health_app
@@ -233,6 +233,7 @@ async def _run(config: HubConfig, prepared: Prepared, stop: asyncio.Event) -> No
              f", agent registration {config.host}:{config.register_port}"
              if hub.pki is not None else "", config.host,
              config.health_port, _redact(config.store_url))
+    log.info("placement engine: %s", native.STATE)
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *servers], return_when=asyncio.FIRST_COMPLETED)
     failed: BaseException | None = None

@@ -18,3 +18,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   fi
   touch "$stamp"
 fi
+# The placement engine compiled with mypyc (about a minute, again only when its sources
+# change; docs/native.md). FUYAO_PURE=1 skips it; a failed compile leaves the source running.
+if [ "${FUYAO_PURE:-0}" = 0 ]; then
+  ./scripts/compile.sh ensure || echo "(the placement engine runs from its Python source)" >&2
+fi

@@ -32,5 +32,11 @@ echo "== ruff"
 ruff check fuyao hub member_agent fuyaoctl tests bench examples
 echo "== mypy"
 mypy
+if [ $# -eq 0 ] && python -c 'import sys, hub.native as n; sys.exit(not n.STATE.compiled)'; then
+  # the suite below runs the compiled engine (scripts/setup.sh built it): its Python source,
+  # what a plain `pip install` runs, passes the engine's own tests too
+  echo "== pytest: the placement engine from its Python source (FUYAO_PURE=1)"
+  FUYAO_PURE=1 pytest -q -p no:cacheprovider tests/placement tests/unit/test_native.py
+fi
 echo "== pytest"
 exec pytest -q -p no:cacheprovider "$@"

@@ -45,11 +45,11 @@ from hub.fleet.nodes import (
     ClassSlot,
     DeviceClass,
     Hold,
-    NodeLabels,
     NodeReport,
     NodeState,
     collector_paused,
 )
+from hub.fleet.readonly import NodeLabels
 
 _TICKS = itertools.count(1)
 _CPU_BUCKETS = 48
@@ -217,7 +217,6 @@ class _Layout:
         return frozenset((k, labels[k]) for k in self.grouped)
 
 
-_new_labels = object.__new__
 
 _SetFiling = tuple["Group", tuple[tuple[str, str], ...], tuple[str, ...], str | None]
 """Nodes of one label set as ``ClusterInfo._set_filing`` files them: (group, the set's
@@ -517,10 +516,7 @@ class ClusterInfo:
                     own = ((single, name if value == name else value),)   # as _same
                 else:
                     own = _set_own(filing, labels, name)
-                node_labels: NodeLabels = _new_labels(NodeLabels)
-                node_labels.shared, node_labels.key = group.labels, group.key
-                node_labels.ignored, node_labels.own = ignore, own
-                new = NodeState(info, hold, name, node_labels)
+                new = NodeState(info, hold, name, NodeLabels(group.labels, group.key, ignore, own))
             elif type(labels) is not NodeLabels:
                 # a label set is known by its keys (in order) and the values of the grouped
                 # ones, read in one call: no per-node copy of the labels is made (a dict, or
@@ -550,10 +546,7 @@ class ClusterInfo:
                 else:
                     own = tuple((k, _same(v, name))
                                 for k, v in zip(own_keys, values[split:], strict=True))
-                node_labels = _new_labels(NodeLabels)   # NodeLabels(...) inline
-                node_labels.shared, node_labels.key = group.labels, group.key
-                node_labels.ignored, node_labels.own = ignore, own
-                new = NodeState(info, hold, name, node_labels)
+                new = NodeState(info, hold, name, NodeLabels(group.labels, group.key, ignore, own))
             else:   # a refiled node's labels: as _file files them
                 new = NodeState(info, hold, name, labels)
                 group = self._group_for(new)

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Protocol, TypeVar, overload
+from typing import Protocol, TypeVar
 
 from fuyao.inventory import Columns, DeviceInfo, NodeInfo, ResourceAmounts, device_columns
 from fuyao.inventory import numbered as _numbered
 from fuyao.wire.v1 import agent_pb2 as pb
+from hub.fleet.readonly import NodeLabels, NumberedIds
 
 WHOLE = 1000
 """Milli-devices in one whole card."""
@@ -79,79 +80,6 @@ class ClassSlot:
         return sum(f // milli for f in self.frees)
 
 
-class NumberedIds(Sequence[str]):
-    """Device ids ``"<node>/gpu<i>"`` for i = start, start + 1, ... (the agents' naming,
-    ``fuyao.labels.devices_for``), kept as three fields and spelled out when read."""
-
-    __slots__ = ("node", "size", "start")
-
-    def __init__(self, node: str, start: int, size: int) -> None:
-        self.node, self.start, self.size = node, start, size
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        if not -self.size <= index < self.size:
-            raise IndexError(index)
-        return f"{self.node}/gpu{self.start + index % self.size}"
-
-    def __iter__(self) -> Iterator[str]:
-        node = self.node
-        return (f"{node}/gpu{i}" for i in range(self.start, self.start + self.size))
-
-    def __len__(self) -> int:
-        return self.size
-
-
-class NodeLabels(Mapping[str, str]):
-    """A node's labels: its label group's, one dict shared by every node of the group, plus
-    its own per-node keys (``kubernetes.io/hostname``). Built by ``ClusterInfo`` on filing."""
-
-    __slots__ = ("ignored", "key", "own", "shared")
-
-    def __init__(self, shared: Mapping[str, str], key: frozenset[tuple[str, str]],
-                 ignored: frozenset[str], own: tuple[tuple[str, str], ...]) -> None:
-        self.shared = shared    # the group's labels
-        self.key = key          # the group's key (its labels as a frozenset)
-        self.ignored = ignored  # the per-node keys the grouping left out
-        self.own = own          # this node's values of those
-
-    def __getitem__(self, key: str) -> str:
-        for own, value in self.own:
-            if own == key:
-                return value
-        return self.shared[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.shared or any(own == key for own, _ in self.own)
-
-    def __iter__(self) -> Iterator[str]:
-        yield from (own for own, _ in self.own)
-        yield from self.shared
-
-    def __len__(self) -> int:
-        return len(self.shared) + len(self.own)
-
-    def __eq__(self, other: object) -> bool:
-        """``Mapping``'s equality (same keys, same values), without copying both into dicts."""
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        if len(other) != len(self):
-            return False
-        get = other.get
-        return (all(get(key, _ABSENT) == value for key, value in self.own)
-                and all(get(key, _ABSENT) == value for key, value in self.shared.items()))
-
-    __hash__ = None  # type: ignore[assignment]   # a mapping: unhashable, as Mapping is
-
-
-_ABSENT = object()
 
 
 def _same_labels(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
@@ -246,10 +174,14 @@ class NodeState:
         "model_used", "name", "order", "pods", "primary", "schedulable",
     )
 
-    def __init__(self, info: NodeReport, hold: Hold | None, name: str | None = None,
+    def __init__(self, info: NodeReport | None, hold: Hold | None, name: str | None = None,
                  labels: Mapping[str, str] | None = None) -> None:
         """``name`` and ``labels``, when given, are ``info``'s as the caller already read
-        them (a wire message gives new objects at each read): kept instead of read again."""
+        them (a wire message gives new objects at each read): kept instead of read again.
+        ``info`` None: a blank state for ``held`` to fill (``NodeState.__new__`` is not
+        there when the module is compiled, ``hub.native``)."""
+        if info is None:
+            return
         if name is None:
             name = info.name   # read once: a wire message gives a new string at each read
         if labels is None:
@@ -321,7 +253,7 @@ class NodeState:
 
     def held(self, hold: Hold | None) -> NodeState:
         """The same report with another hold (a reservation placed or given back)."""
-        state = NodeState.__new__(NodeState)
+        state = NodeState(None, None)
         classes = self.classes
         if hold is None and len(classes) == 1:
             # the last hold given back on a one-class node: what a fresh report of it files
@@ -526,7 +458,7 @@ def _by_class(node: str, devices: Sequence[DeviceReport]) -> tuple[Reported, Ids
         ids.append(dev.id)
         frees.append(dev.free_milli)
         memory.append(dev.free_memory_mib)
-    order = _order(seen, grouped)
+    order: tuple[int, ...] | None = _order(seen, grouped)
     reported = tuple((_interned(_classes_seen, cls), tuple(ids), _shared_frees(tuple(frees)),
                       _shared_frees(tuple(mem))) for cls, (ids, frees, mem) in grouped.items())
     kept = tuple(tuple(ids) for ids, _, _ in grouped.values())

@@ -29,7 +29,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, ItemsView, Iterator, Mapping
+from collections.abc import Hashable, Mapping
 from itertools import compress
 
 from hub.fleet import (
@@ -43,69 +43,14 @@ from hub.fleet import (
     still_found,
 )
 from hub.placement.framework import SUCCESS, PlacementRequest, Status
+from hub.placement.lent import Journal, LentStatuses, Statuses
 from hub.placement.ranking import Ranking
-from hub.placement.result import ScoreTable
+from hub.placement.result import Row, ScoreTable
 
 _FITS_PER_CLUSTER = 512
 
 # answer, cluster version it was found at, models read, certificate, version checked up to
 FitEntry = tuple[Fit | Miss, int, tuple[str, ...], Certificate | None, int]
-
-
-class Statuses(dict[str, Status]):
-    """Every cluster's status for one decision (a dict that a weak reference can follow)."""
-
-    __slots__ = ("__weakref__",)
-
-
-Row = tuple[Status, bool, tuple[float, ...], float, tuple[float, ...]]
-"""One cluster's verdict as lent: status, ok, raw scores, total, normalized scores."""
-
-
-class Journal:
-    """What a lent decision's rows were before the table changed them (first change only):
-    the decision reads the table's containers through it, so lending copies nothing."""
-
-    __slots__ = ("__weakref__", "rows")
-
-    def __init__(self) -> None:
-        self.rows: dict[int, Row] = {}
-
-
-class LentStatuses(Mapping[str, Status]):
-    """A decision's statuses: the table's, as they were when lent (built on first read)."""
-
-    __slots__ = ("_journal", "_names", "_read", "_statuses")
-
-    def __init__(self, names: list[str], statuses: dict[str, Status], journal: Journal) -> None:
-        self._names, self._statuses = names, statuses
-        self._journal: Journal | None = journal   # let go once read
-        self._read: dict[str, Status] | None = None
-
-    def _all(self) -> dict[str, Status]:
-        read = self._read
-        if read is None:
-            journal = self._journal
-            assert journal is not None
-            read = self._read = dict(self._statuses)
-            names = self._names
-            for i, row in journal.rows.items():
-                read[names[i]] = row[0]
-            self._journal = None
-        return read
-
-    def __getitem__(self, key: str) -> Status:
-        return self._all()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._statuses)
-
-    def items(self) -> ItemsView[str, Status]:
-        """The dict's own view (the ``Mapping`` mixin's looks up every key again)."""
-        return self._all().items()
 
 
 class ShapeTable:
@@ -198,9 +143,8 @@ class ShapeTable:
 
     def detached(self) -> ShapeTable:
         """A copy for one decision (its changes are not kept)."""
-        copy = ShapeTable.__new__(ShapeTable)
-        copy.clusters, copy.positions, copy.fit_id = self.clusters, self.positions, self.fit_id
-        copy.names, copy.seen, copy.redo = self.names, self.seen, set(self.redo)
+        copy = ShapeTable((), self.positions, self.fit_id, self.seen)
+        copy.clusters, copy.names, copy.redo = self.clusters, self.names, set(self.redo)
         copy.statuses, copy.oks = Statuses(self.statuses), list(self.oks)
         copy.raws, copy.fits, copy.fixed = list(self.raws), list(self.fits), list(self.fixed)
         copy.settings = list(self.settings)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from hub import native
 from tests.support.postgres import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +58,20 @@ def test_placement_bench_runs_with_its_baseline() -> None:
     assert result["disagreements_with_baseline"] == 0
     assert result["baseline_numpy_scan"]["decisions"] == result["decisions"]
     assert result["disagreements_with_numpy"] == 0 and result["engine_vs_numpy"] > 0
+    assert result["engine"] == str(native.STATE)
+
+
+def test_placement_bench_checks_the_engines_python_source_as_well() -> None:
+    """With FUYAO_PURE=1 the bench's engine is the source (what a plain install runs), and
+    its decisions agree with every baseline as the compiled engine's do."""
+    env = {**os.environ, "FUYAO_PURE": "1"}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "placement_bench.py"),
+                           "--quick", "--json"], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["engine"] == "Python source (FUYAO_PURE is set)"
+    assert result["disagreements_with_uncached"] == result["disagreements_with_numpy"] == 0
 
 
 def test_placement_bench_runs_the_hubs_default_order_checked_against_uncached() -> None:
@@ -180,6 +195,7 @@ def test_failover_bench_re_places_a_lost_members_running_tasks_with_the_loop_run
     assert 0 <= run["evicted_s"] <= run["wall_s"] and run["wall_s"] > 0
     assert run["cpu_s"] >= run["loop_cpu_s"] > 0
     assert run["cpu_per_wall"] > 0
+    assert result["engine"] == str(native.STATE)
 
 
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "0"), ("--repeat", "0"),

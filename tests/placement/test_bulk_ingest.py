@@ -27,7 +27,8 @@ from fuyao.spec import ClusterState, TaskRequests
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet import NO_MODEL, ClusterInfo, FleetView
 from hub.fleet.cluster import Group
-from hub.fleet.nodes import NodeLabels, NodeState
+from hub.fleet.nodes import NodeState
+from hub.fleet.readonly import NodeLabels
 from hub.fleet.view import PER_NODE_LABEL_KEYS
 
 device = st.tuples(st.sampled_from([("A100", 81920), ("A100", 40960), ("T4", 16384), ("", 0)]),
@@ -81,8 +82,14 @@ def group_of(group: Group) -> tuple[object, ...]:
               index.free_milli) for cls, index in group.classes.items()])
 
 
+# ModelTotals' fields (a compiled class has no __slots__ to read them from: hub.native)
+TOTALS_FIELDS = ("cpu_total", "cpu_used", "devices", "mem_total", "mem_used", "nodes",
+                 "off_cpu_total", "off_cpu_used", "off_devices", "off_mem_total",
+                 "off_mem_used", "off_used_milli", "used_milli")
+
+
 def view_of(cluster: ClusterInfo) -> tuple[object, ...]:
-    totals = [(model, {k: getattr(row, k) for k in row.__slots__})
+    totals = [(model, {k: getattr(row, k) for k in TOTALS_FIELDS})
               for model, row in cluster.totals().items()]
     return ([state_of(cluster._nodes[n]) for n in cluster._nodes],
             {n: g.key for n, g in cluster._node_group.items()},

@@ -17,7 +17,8 @@ from fuyao.inventory import DeviceInfo, NodeInfo, ResourceAmounts
 from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState, TaskRequests
 from hub.fleet import FleetView, NodeState
-from hub.fleet.nodes import WHOLE, Hold, NodeLabels, NumberedIds, _held_frees
+from hub.fleet.nodes import WHOLE, Hold, _held_frees
+from hub.fleet.readonly import NodeLabels, NumberedIds
 
 devices = st.lists(st.tuples(st.sampled_from(["A100", "T4"]), st.sampled_from([16, 80]),
                              st.sampled_from([0, 250, 1000]), st.integers(0, 5)), max_size=6)
