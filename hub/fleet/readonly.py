@@ -43,7 +43,6 @@ class NumberedIds(Sequence[str]):
         return self.size
 
 
-
 class NodeLabels(Mapping[str, str]):
     """A node's labels: its label group's, one dict shared by every node of the group, plus
     its own per-node keys (``kubernetes.io/hostname``). Built by ``ClusterInfo`` on filing."""

@@ -4,7 +4,8 @@ its statuses as they were when lent, read through a ``Journal`` of the rows chan
 Kept out of the compiled engine (``hub.native``): lent decisions hold ``Statuses`` and
 ``Journal`` by weak reference, which a compiled class cannot take, and ``LentStatuses`` is
 a ``Mapping`` - mypyc on CPython 3.11 frees a weak reference to a compiled subclass of a
-Python class wrongly. Their methods run once a decision is read, not while it is made.
+Python class wrongly. A lent decision builds one ``Journal`` and one ``LentStatuses``;
+``LentStatuses`` reads the table (its methods) only when the decision's statuses are read.
 """
 
 from __future__ import annotations
