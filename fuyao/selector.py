@@ -127,6 +127,12 @@ class Selector:
     """An AND of requirements; the empty selector matches every node."""
 
     requirements: tuple[Requirement, ...] = ()
+    _text: str = field(init=False, repr=False, compare=False)   # str(self), written once
+
+    def __post_init__(self) -> None:
+        # The canonical text is read on every placement decision (the scheduler's cache
+        # keys): written once here, as parsed selectors are shared (``parse_selector``).
+        object.__setattr__(self, "_text", ", ".join(str(r) for r in self.requirements))
 
     def matches(self, labels: Labels) -> bool:
         """True when every requirement holds for these labels."""
@@ -143,7 +149,7 @@ class Selector:
         return None
 
     def __str__(self) -> str:
-        return ", ".join(str(r) for r in self.requirements)
+        return self._text
 
     @property
     def empty(self) -> bool:
