@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from fuyao.spec import TaskSpec, TaskState
 from hub.activetask import ActiveTask, placement_request
-from hub.placement.framework import PlacementRequest
+from hub.placement.framework import Once, PlacementRequest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CACHED = [name for name, value in vars(PlacementRequest).items()
-          if isinstance(value, cached_property)]
+          if isinstance(value, cached_property | Once)]
 
 
 def active(spec: TaskSpec) -> ActiveTask:
