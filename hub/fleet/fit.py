@@ -46,12 +46,18 @@ class MissKind(IntEnum):
     GANG = 6          # some replicas fit, not all of them
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Fit:
     """Where a task's replicas would go: one node name per replica, devices of ``model``."""
 
     nodes: tuple[str, ...]
     model: str | None
+
+    def __init__(self, nodes: tuple[str, ...], model: str | None) -> None:
+        # Written out (not the dataclass's): compiled, about a fifth of the generated
+        # one's cost, which runs as interpreted Python even in a compiled module.
+        _set(self, "nodes", nodes)
+        _set(self, "model", model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,7 @@ class Miss:
     placed: int = 0
 
 
+_set = object.__setattr__   # how a frozen class's own ``__init__`` writes its fields
 Candidate = tuple[NodeState, int, bool]   # node, replicas its devices can take, check labels
 _MISS_GPU = Miss(MissKind.GPU)
 _MISS_NO_NODES = Miss(MissKind.NO_NODES)
@@ -151,7 +158,7 @@ def fit_models(
     return (NO_MODEL, *matched.models())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Certificate:
     """What a one-replica answer of ``find_fit`` (``tightest``) rests on, to re-check it
     node by node (``still_found``) instead of searching again."""
@@ -162,6 +169,16 @@ class Certificate:
     rank: tuple[int, int]          # GPU: (in reserve, tightness); CPU: (group, bucket order)
     models: tuple[str, ...] = ()   # GPU: the models in search order...
     reserve: tuple[bool, ...] = ()  # ... and whether each would eat into the reserve
+
+    def __init__(self, node: str, cls: DeviceClass | None, group: int, rank: tuple[int, int],
+                 models: tuple[str, ...] = (), reserve: tuple[bool, ...] = ()) -> None:
+        # Written out, as ``Fit.__init__`` is: one is built for each new fit kept.
+        _set(self, "node", node)
+        _set(self, "cls", cls)
+        _set(self, "group", group)
+        _set(self, "rank", rank)
+        _set(self, "models", models)
+        _set(self, "reserve", reserve)
 
 
 def certify(
@@ -262,16 +279,20 @@ def _order_holds(cluster: ClusterInfo, cert: Certificate, requests: TaskRequests
     """True when the certificate's models still come in its order with its reserve flags
     (a model that left the search cannot change the answer; one that joins is a changed
     node's, which ``still_found`` checks)."""
-    need = requests.gpu_milli * requests.replicas
+    gpu = requests.gpu_milli
+    need = gpu * requests.replicas
     headroom = cluster.headroom - 1e-9
     last: tuple[float, str] | None = None
-    for model, flag in zip(cert.models, cert.reserve, strict=True):
+    models, flags = cert.models, cert.reserve   # of one length (``certify``)
+    several = len(models) > 1
+    for k in range(len(models)):   # a compiled loop (a zip is a call)
+        model, flag = models[k], flags[k]
         total, used = cluster.device_milli(model)
-        if total > 0 and ((total - used - requests.gpu_milli) / total < headroom) != flag:
+        if total > 0 and ((total - used - gpu) / total < headroom) != flag:
             return False
         if total <= 0 and flag:
             return False
-        if len(cert.models) > 1:
+        if several:
             place = (-(total - used - need) / total if total else float("inf"), model)
             if last is not None and place < last:
                 return False

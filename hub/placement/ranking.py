@@ -23,8 +23,8 @@ index, i.e. the first cluster name, as the full path's ``totals.index(max(totals
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Hashable, Sequence
+from heapq import heapify, heappop, heappush
 from itertools import compress
 
 from hub.placement.framework import MAX_SCORE, MIN_SCORE, ColumnNormalizer
@@ -37,11 +37,15 @@ class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
     __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_renorm",
-                 "_summaries", "save", "totals")
+                 "_summaries", "_tallies", "save", "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
         self._counts: list[dict[float, int]] = [{} for _ in self._columns]
+        # (score index, normalizer, counts) per column: the per-cluster loops walk this
+        # tuple (a compiled loop) rather than zip the columns with their counts (a call)
+        self._tallies = tuple((j, normalizer, counts) for (j, _, normalizer), counts
+                              in zip(self._columns, self._counts, strict=True))
         self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
         self._norms = [[0.0] * count for _ in self._columns]
         self._dirty: set[int] = set()
@@ -64,7 +68,7 @@ class Ranking:
         """Feasible cluster ``index``, with these raw scores, is no longer feasible."""
         self._dirty.add(index)
         self._moved = True
-        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+        for j, _, counts in self._tallies:
             value = raw[j]
             left = counts[value] - 1
             if left:
@@ -74,7 +78,7 @@ class Ranking:
 
     def join(self, index: int, raw: tuple[float, ...]) -> None:
         """Cluster ``index`` was judged feasible with these raw scores."""
-        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+        for j, _, counts in self._tallies:
             value = raw[j]
             counts[value] = counts.get(value, 0) + 1
         self._dirty.add(index)
@@ -87,7 +91,7 @@ class Ranking:
         self._dirty.add(index)
         if old is new:
             return
-        for (j, _, _), counts in zip(self._columns, self._counts, strict=True):
+        for j, _, counts in self._tallies:
             was, value = old[j], new[j]
             if was == value:
                 continue
@@ -109,8 +113,7 @@ class Ranking:
         try:
             moved = False
             if self._moved:   # else every column's distinct values are as they were
-                for k, ((_, _, normalizer), counts) in enumerate(
-                        zip(self._columns, self._counts, strict=True)):
+                for k, (_, normalizer, counts) in enumerate(self._tallies):
                     summary = normalizer.summarize(counts.keys())
                     if summary != self._summaries[k]:
                         self._summaries[k] = summary
@@ -128,10 +131,10 @@ class Ranking:
         totals, heap = self.totals, self._heap
         if moved or len(heap) > 2 * len(oks) + 64:
             heap[:] = [(-totals[i], i) for i in compress(range(len(oks)), oks)]
-            heapq.heapify(heap)
+            heapify(heap)
         else:
             for i in due:
-                heapq.heappush(heap, (-totals[i], i))
+                heappush(heap, (-totals[i], i))
         return True
 
     def best(self, oks: Sequence[bool]) -> int | None:
@@ -142,7 +145,7 @@ class Ranking:
             negative, i = heap[0]
             if oks[i] and totals[i] == -negative:
                 return i
-            heapq.heappop(heap)
+            heappop(heap)
         return None
 
     def aligned(self) -> dict[int, list[float]]:
@@ -156,9 +159,9 @@ class Ranking:
         """``fixed + weight x normalized`` per column in profile order, as the full path;
         with ``renorm``, indices outside it keep their normalized scores (their raws and
         the summaries did not move) and only their totals are summed again."""
-        columns = [(j, weight, normalizer.normalized, summary, norms)
-                   for (j, weight, normalizer), summary, norms
-                   in zip(self._columns, self._summaries, self._norms, strict=True)]
+        summaries, all_norms = self._summaries, self._norms   # one per column, as _columns
+        columns = [(j, weight, normalizer.normalized, summaries[k], all_norms[k])
+                   for k, (j, weight, normalizer) in enumerate(self._columns)]
         totals, save = self.totals, self.save
         for i in indices:
             if save is not None:

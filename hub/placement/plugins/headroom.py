@@ -41,6 +41,7 @@ class Headroom:
         self._threshold = handle.headroom_priority
         self._decision: CycleState | None = None
         self._rooms: dict[str, float] = {}   # room_after per cluster for ``_decision``
+        self._needs: Needs = (0, 0, 0)       # its request's amounts
 
     def variant(self, req: PlacementRequest) -> bool:
         """What the filter reads of priority and failover: may the task use the reserve?"""
@@ -60,25 +61,40 @@ class Headroom:
     def _room(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
         """``room_after``, once per cluster and decision (the score reuses the filter's)."""
         if self._decision is not ctx:
-            self._decision, self._rooms = ctx, {}
+            self._decision, self._rooms, self._needs = ctx, {}, _needs(req)
         left = self._rooms.get(cluster.name)
         if left is None:
-            left = self._rooms[cluster.name] = room_after(ctx, req, cluster)
+            left = self._rooms[cluster.name] = _room_after(ctx, req, cluster, self._needs)
         return left
 
 
 def room_after(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
     """The smallest fraction left, over the resources the task uses, once it is placed."""
+    return _room_after(ctx, req, cluster, _needs(req))
+
+
+Needs = tuple[int, int, int]   # the whole task's CPU (milli), memory (MiB), GPU (milli)
+
+
+def _needs(req: PlacementRequest) -> Needs:
     r = req.requests
+    return r.cpu_milli * r.replicas, r.memory_mib * r.replicas, r.gpu_milli * r.replicas
+
+
+def _room_after(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
+                needs: Needs) -> float:
+    """``room_after`` with the request's amounts read once (``_needs``): each is an
+    attribute read of a Python object, several a decision for every cluster judged."""
+    cpu, memory, gpu = needs
     left = min(
-        _fraction(cluster.cpu_total, cluster.cpu_used, r.cpu_milli * r.replicas),
-        _fraction(cluster.memory_total, cluster.memory_used, r.memory_mib * r.replicas),
+        _fraction(cluster.cpu_total, cluster.cpu_used, cpu),
+        _fraction(cluster.memory_total, cluster.memory_used, memory),
     )
-    if r.gpu_milli:
+    if gpu:
         found = fit_for(ctx, req, cluster)
         if isinstance(found, Fit) and found.model is not None:
             total, used = cluster.device_milli(found.model)
-            left = min(left, _fraction(total, used, r.gpu_milli * r.replicas))
+            left = min(left, _fraction(total, used, gpu))
     return left
 
 

@@ -11,7 +11,7 @@ scheduler and the reserve step reuse it.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from fuyao.quantity import format_cpu, format_mib
 from fuyao.spec import TaskRequests
@@ -34,6 +34,9 @@ REASON_GANG = "only {placed} of {replicas} replicas fit on nodes with {what}"
 # REASON_NO_MATCH (from TaskSelector) when no node's labels match the selector.
 
 _NO_NODES = Status(Code.UNSCHEDULABLE, REASON_NO_NODES, NAME)
+# read per miss: enum members through a name (see ``hub.placement.scheduler``)
+_MISS_NO_NODES: Final = MissKind.NO_NODES
+_MISS_NO_MATCH: Final = MissKind.NO_MATCH
 
 
 class NodeFit:
@@ -51,9 +54,10 @@ class NodeFit:
         found = fit_for(ctx, req, cluster)
         if isinstance(found, Fit):
             return SUCCESS
-        if found.kind is MissKind.NO_NODES:
+        kind = found.kind
+        if kind is _MISS_NO_NODES:
             return _NO_NODES
-        if found.kind is MissKind.NO_MATCH:
+        if kind is _MISS_NO_MATCH:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                           REASON_NO_MATCH.format(selector=req.selector_key), NAME)
         return Status(Code.UNSCHEDULABLE, miss_reason(found, req), NAME)
