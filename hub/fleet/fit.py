@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Final
 
 from fuyao.catalog import DEFAULT_CATALOG
 from fuyao.errors import Conflict
@@ -46,18 +47,30 @@ class MissKind(IntEnum):
     GANG = 6          # some replicas fit, not all of them
 
 
-@dataclass(frozen=True, slots=True, init=False)
 class Fit:
-    """Where a task's replicas would go: one node name per replica, devices of ``model``."""
+    """Where a task's replicas would go: one node name per replica, devices of ``model``.
 
-    nodes: tuple[str, ...]
-    model: str | None
+    Immutable (``Final`` attributes: read-only once compiled) and compared by value.
+    Written out rather than a frozen dataclass: the dataclass's ``__init__`` runs as
+    interpreted Python even in a compiled module, about ten times this one's cost."""
+
+    __slots__ = ("model", "nodes")
 
     def __init__(self, nodes: tuple[str, ...], model: str | None) -> None:
-        # Written out (not the dataclass's): compiled, about a fifth of the generated
-        # one's cost, which runs as interpreted Python even in a compiled module.
-        _set(self, "nodes", nodes)
-        _set(self, "model", model)
+        self.nodes: Final = nodes
+        self.model: Final = model
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Fit) and self.nodes == other.nodes and self.model == other.model
+
+    def __hash__(self) -> int:
+        return hash((self.nodes, self.model))
+
+    def __repr__(self) -> str:
+        return f"Fit(nodes={self.nodes!r}, model={self.model!r})"
+
+    def __reduce__(self) -> tuple[type[Fit], tuple[tuple[str, ...], str | None]]:
+        return (Fit, (self.nodes, self.model))   # pickle and copy, as the dataclass did
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +81,6 @@ class Miss:
     placed: int = 0
 
 
-_set = object.__setattr__   # how a frozen class's own ``__init__`` writes its fields
 Candidate = tuple[NodeState, int, bool]   # node, replicas its devices can take, check labels
 _MISS_GPU = Miss(MissKind.GPU)
 _MISS_NO_NODES = Miss(MissKind.NO_NODES)
@@ -158,27 +170,28 @@ def fit_models(
     return (NO_MODEL, *matched.models())
 
 
-@dataclass(frozen=True, slots=True, init=False)
 class Certificate:
     """What a one-replica answer of ``find_fit`` (``tightest``) rests on, to re-check it
-    node by node (``still_found``) instead of searching again."""
+    node by node (``still_found``) instead of searching again. Immutable, as ``Fit``."""
 
-    node: str                      # the chosen node
-    cls: DeviceClass | None        # its device class (None: a CPU request)
-    group: int                     # its label group's place among those matched
-    rank: tuple[int, int]          # GPU: (in reserve, tightness); CPU: (group, bucket order)
-    models: tuple[str, ...] = ()   # GPU: the models in search order...
-    reserve: tuple[bool, ...] = ()  # ... and whether each would eat into the reserve
+    __slots__ = ("cls", "group", "models", "node", "rank", "reserve")
 
     def __init__(self, node: str, cls: DeviceClass | None, group: int, rank: tuple[int, int],
                  models: tuple[str, ...] = (), reserve: tuple[bool, ...] = ()) -> None:
-        # Written out, as ``Fit.__init__`` is: one is built for each new fit kept.
-        _set(self, "node", node)
-        _set(self, "cls", cls)
-        _set(self, "group", group)
-        _set(self, "rank", rank)
-        _set(self, "models", models)
-        _set(self, "reserve", reserve)
+        self.node: Final = node            # the chosen node
+        self.cls: Final = cls              # its device class (None: a CPU request)
+        self.group: Final = group          # its label group's place among those matched
+        self.rank: Final = rank   # GPU: (in reserve, tightness); CPU: (group, bucket order)
+        self.models: Final = models        # GPU: the models in search order...
+        self.reserve: Final = reserve      # ... and whether each would eat into the reserve
+
+    def __repr__(self) -> str:
+        return (f"Certificate(node={self.node!r}, cls={self.cls!r}, group={self.group!r}, "
+                f"rank={self.rank!r}, models={self.models!r}, reserve={self.reserve!r})")
+
+    def __reduce__(self) -> tuple[type[Certificate], tuple[object, ...]]:
+        return (Certificate, (self.node, self.cls, self.group, self.rank, self.models,
+                              self.reserve))
 
 
 def certify(

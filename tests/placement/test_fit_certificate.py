@@ -7,16 +7,21 @@ that answer stands. Whenever it says so, a fresh search must give the same nodes
 
 from __future__ import annotations
 
+import copy
+import pickle
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fuyao.inventory import NodeInfo
 from fuyao.selector import Selector, parse_selector
 from fuyao.spec import ClusterState, TaskRequests
+from hub import native
 from hub.fleet import Certificate, ClusterInfo, Fit, FleetView, Miss, certify, find_fit, still_found
+from hub.fleet.fit import MissKind
 
 from .builders import node, requests
 
@@ -166,3 +171,17 @@ def test_a_certificate_follows_reservations_on_the_node_it_names(
             case.cert = certify(case.cluster, case.selector, key, case.requests, case.found)
             case.layout = case.cluster.layout_version
         case.stamp = case.cluster.version
+
+
+def test_a_fit_and_a_certificate_survive_pickle_and_copy_and_stay_read_only() -> None:
+    """They are hand-written classes (a compiled frozen dataclass builds slowly): what the
+    dataclasses gave - equality, hashing, pickling, copying - still holds."""
+    fit = Fit(("n1", "n2"), "H100")
+    assert pickle.loads(pickle.dumps(fit)) == fit == copy.deepcopy(fit) == copy.copy(fit)
+    assert hash(Fit(("n1", "n2"), "H100")) == hash(fit) and fit != Fit(("n1",), "H100")
+    assert fit != Miss(MissKind.GPU) and repr(fit) == "Fit(nodes=('n1', 'n2'), model='H100')"
+    cert = Certificate("n1", None, 0, (0, 1))
+    assert repr(pickle.loads(pickle.dumps(cert))) == repr(cert)
+    if native.STATE.compiled:   # Final attributes are read-only once compiled (mypy: always)
+        with pytest.raises(AttributeError):
+            fit.model = "A100"  # type: ignore[misc]
