@@ -61,7 +61,9 @@ class Fit:
         self.model: Final = model
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Fit) and self.nodes == other.nodes and self.model == other.model
+        if not isinstance(other, Fit):
+            return NotImplemented   # as the dataclass: the other side may answer
+        return self.nodes == other.nodes and self.model == other.model
 
     def __hash__(self) -> int:
         return hash((self.nodes, self.model))

@@ -11,6 +11,7 @@ import copy
 import pickle
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -180,6 +181,7 @@ def test_a_fit_and_a_certificate_survive_pickle_and_copy_and_stay_read_only() ->
     assert pickle.loads(pickle.dumps(fit)) == fit == copy.deepcopy(fit) == copy.copy(fit)
     assert hash(Fit(("n1", "n2"), "H100")) == hash(fit) and fit != Fit(("n1",), "H100")
     assert fit != Miss(MissKind.GPU) and repr(fit) == "Fit(nodes=('n1', 'n2'), model='H100')"
+    assert fit == mock.ANY   # the other side answers where a Fit does not
     cert = Certificate("n1", None, 0, (0, 1))
     assert repr(pickle.loads(pickle.dumps(cert))) == repr(cert)
     if native.STATE.compiled:   # Final attributes are read-only once compiled (mypy: always)
