@@ -53,6 +53,8 @@ def test_placement_bench_runs_with_its_baseline() -> None:
     result = run_bench("placement_bench.py")
     assert result["decisions"] > 0 and result["placed"] > 0
     assert result["indexed_cached"]["decisions_per_s"] > 0
+    steady = result["indexed_cached_steady"]   # all but the first decision of each shape
+    assert steady["decisions"] == result["decisions"] - result["request_shapes"] > 0
     assert result["baseline_naive_scan"]["decisions_per_s"] > 0
     assert result["disagreements_with_uncached"] == 0
     assert result["disagreements_with_baseline"] == 0
