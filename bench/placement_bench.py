@@ -348,7 +348,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         # The first decision of a shape builds its table over every cluster (a warm-up a
         # running hub pays once per shape): kept out of the steady figure. The key is at
         # least as fine as the scheduler's shape, so no table is built outside it.
-        shape = (str(req.selector), req.requests, req.priority, req.failover)
+        shape = (req.selector_key, req.requests, req.priority, req.failover)
         if shape in shapes:
             steady.append(fast[-1])
         shapes.add(shape)
