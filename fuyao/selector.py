@@ -128,11 +128,16 @@ class Selector:
 
     requirements: tuple[Requirement, ...] = ()
     _text: str = field(init=False, repr=False, compare=False)   # str(self), written once
+    keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The canonical text is read on every placement decision (the scheduler's cache
         # keys): written once here, as parsed selectors are shared (``parse_selector``).
         object.__setattr__(self, "_text", ", ".join(str(r) for r in self.requirements))
+        # The label keys the requirements read, each once, in order: every matcher reads
+        # only ``labels.get(key)`` (or ``key in labels``) of its own key, so two label
+        # mappings with the same values at these keys get the same verdict.
+        object.__setattr__(self, "keys", tuple(dict.fromkeys(r.key for r in self.requirements)))
 
     def matches(self, labels: Labels) -> bool:
         """True when every requirement holds for these labels."""

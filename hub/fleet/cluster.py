@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Final
 
 from fuyao.errors import InvalidInput
 from fuyao.labelsets import check_sets, named_set
@@ -59,7 +59,8 @@ _SELECTORS_KEPT = 1024
 _CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
-MatchMemo = dict[tuple[str, LabelKey], bool]
+# (selector text, the labels' values at the keys the selector reads) -> verdict, fleet-wide
+MatchMemo = dict[tuple[str, tuple[str | None, ...]], bool]
 
 
 class ClassIndex:
@@ -245,19 +246,28 @@ def cpu_bucket(cpu_milli: int) -> int:
 ClassMatch = tuple[str, int, ClassIndex]   # model, device memory MiB, the class's buckets
 
 
-@dataclass(frozen=True, slots=True)
 class Matches:
     """What a selector matches in one cluster: groups (CPU-only first) and their classes.
 
     ``per_node`` when the selector names a per-node key: every node must still be checked.
+    Made once per cluster, selector and layout; written out rather than a frozen dataclass,
+    whose generated ``__init__`` runs as interpreted Python even compiled (and the fields
+    are ``Final``: read-only once compiled). Compared by identity.
     """
 
-    groups: tuple[Group, ...]
-    classes: tuple[ClassMatch, ...]
-    per_node: bool
-    _by_memory: dict[int, tuple[tuple[str, ClassIndex], ...]] = field(
-        default_factory=dict, compare=False, repr=False)
-    _models: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+    __slots__ = ("_by_memory", "_models", "classes", "groups", "per_node")
+
+    def __init__(self, groups: tuple[Group, ...], classes: tuple[ClassMatch, ...],
+                 per_node: bool) -> None:
+        self.groups: Final = groups
+        self.classes: Final = classes
+        self.per_node: Final = per_node
+        self._by_memory: Final[dict[int, tuple[tuple[str, ClassIndex], ...]]] = {}
+        self._models: Final[dict[int, tuple[str, ...]]] = {}
+
+    def __repr__(self) -> str:
+        return (f"Matches(groups={len(self.groups)}, classes={len(self.classes)}, "
+                f"per_node={self.per_node})")
 
     def with_memory(self, memory_mib: int) -> tuple[tuple[str, ClassIndex], ...]:
         """(model, buckets) of the matched classes whose devices have ``memory_mib`` or more."""
@@ -328,6 +338,7 @@ class ClusterInfo:
         self._holds: dict[str, Hold] = {}
         self._totals: dict[str, ModelTotals] = {}
         self._matches: dict[str, tuple[int, Matches]] = {}
+        self._sorted: tuple[int, list[Group]] = (-1, [])   # (layout_version, groups in order)
         self.model_versions: dict[str, int] = {}   # read-only outside: see model_version
         self._changes: list[tuple[int, str]] = []   # (version, node) of recent node changes
         self._changes_from = 0                      # ... complete after this version
@@ -877,19 +888,38 @@ class ClusterInfo:
         return row
 
     def _match(self, selector: Selector, key: str) -> Matches:
-        groups = sorted(self._groups.values(), key=lambda g: (g.gpu_nodes > 0, g.sort_key))
+        groups = self._ordered_groups()
         per_node = any(ignored in key for ignored in self._ignore)
         if key and not per_node:
-            groups = [g for g in groups if self._matches_group(selector, key, g)]
+            groups = self._matching_groups(selector, key, groups)
         classes = tuple((cls[0], cls[1], index) for g in groups for cls, index in g.classes.items())
         return Matches(tuple(groups), classes, per_node)
 
-    def _matches_group(self, selector: Selector, key: str, group: Group) -> bool:
-        memo_key = (key, group.key)
-        verdict = self._memo.get(memo_key)
-        if verdict is None:
-            verdict = selector.matches(group.labels)
-            if len(self._memo) >= _MATCH_MEMO_LIMIT:
-                self._memo.clear()
-            self._memo[memo_key] = verdict
-        return verdict
+    def _ordered_groups(self) -> list[Group]:
+        """The groups, CPU-only first, then by labels; kept for the current layout (which
+        moves whenever a group comes, goes or gains or loses its last device node)."""
+        kept = self._sorted
+        if kept[0] != self.layout_version:
+            kept = self._sorted = (self.layout_version, sorted(
+                self._groups.values(), key=lambda g: (g.gpu_nodes > 0, g.sort_key)))
+        return kept[1]
+
+    def _matching_groups(self, selector: Selector, key: str, groups: list[Group]) -> list[Group]:
+        """The groups whose labels ``selector`` matches. The verdict is memoized fleet-wide
+        by the labels' values at the keys it reads (``Selector.keys``): the same model or
+        zone in another cluster's group - differing only in labels the selector does not
+        read, its site for one - is not matched again."""
+        memo, keys = self._memo, selector.keys
+        out: list[Group] = []
+        for group in groups:
+            labels = group.labels
+            memo_key = (key, tuple([labels.get(k) for k in keys]))
+            verdict = memo.get(memo_key)
+            if verdict is None:
+                verdict = selector.matches(labels)
+                if len(memo) >= _MATCH_MEMO_LIMIT:
+                    memo.clear()
+                memo[memo_key] = verdict
+            if verdict:
+                out.append(group)
+        return out

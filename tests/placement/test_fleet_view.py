@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
 from fuyao.inventory import NodeInfo
+from fuyao.selector import parse_selector
 from fuyao.spec import CapacityRow, ClusterState
 from hub.fleet import FleetView
 
@@ -334,3 +335,32 @@ def test_releasing_many_at_once_leaves_what_one_by_one_leaves(
         one.release(task_id)
     many.release_many(ids)
     assert _state(many) == _state(one)
+
+
+def test_match_verdicts_are_shared_across_clusters_only_where_the_selector_reads_alike(
+) -> None:
+    """Groups of two clusters alike but for their site share a verdict for a selector that
+    does not read the site, and get their own for one that does; a group whose labels
+    change gets a verdict of its new labels."""
+    def nodes(site: str, model: str) -> list[NodeInfo]:
+        return [node(f"{site}-n1", model, 8, labels={"fuyao.io/site": site}),
+                node(f"{site}-n2", labels={"fuyao.io/site": site})]
+
+    fleet = fleet_of({"a": nodes("a", "H100"), "b": nodes("b", "H100")})
+
+    def matched(cluster: str, text: str) -> list[str]:
+        found = fleet.cluster(cluster)
+        assert found is not None
+        selector = parse_selector(text)
+        return sorted(n for g in found.matching(selector, str(selector)).groups
+                      for n in g.nodes)
+
+    assert matched("a", "gpu-model = H100") == ["a-n1"]
+    assert matched("b", "gpu-model = H100") == ["b-n1"]
+    assert matched("a", "site = a") == ["a-n1", "a-n2"]
+    assert matched("b", "site = a") == []
+    assert matched("b", "site = b, gpu-model = H100") == ["b-n1"]
+    fleet.replace_nodes("b", nodes("b", "T4"))
+    assert matched("b", "gpu-model = H100") == []
+    assert matched("b", "gpu-model = T4") == ["b-n1"]
+    assert matched("a", "gpu-model = H100") == ["a-n1"]

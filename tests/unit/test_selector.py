@@ -5,6 +5,8 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fuyao.catalog import DEFAULT_CATALOG, AcceleratorModel, Catalog
 from fuyao.errors import InvalidInput
@@ -100,6 +102,32 @@ MATCHES = [
 def test_matches(text: str, wanted: set[str]) -> None:
     selector = parse_selector(text)
     assert {name for name, labels in NODES.items() if selector.matches(labels)} == wanted
+
+
+_LABEL_KEYS = sorted({key for labels in NODES.values() for key in labels} | {
+    "fuyao.io/site", "kubernetes.io/hostname"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.sampled_from([text for text, _ in MATCHES]),
+       base=st.sampled_from(sorted(NODES)),
+       changes=st.dictionaries(st.sampled_from(_LABEL_KEYS),
+                               st.none() | st.sampled_from(
+                                   ["H100", "T4", "80Gi", "4", "true", "amd64", "x", ""])))
+def test_a_verdict_reads_only_the_selectors_keys(
+        text: str, base: str, changes: dict[str, str | None]) -> None:
+    """What the fleet-wide match memo rests on (``ClusterInfo._matching_groups``): labels
+    with the same values at ``Selector.keys`` get the same verdict, whatever else differs."""
+    selector = parse_selector(text)
+    labels = {**NODES[base]}
+    for key, value in changes.items():
+        if value is None:
+            labels.pop(key, None)
+        else:
+            labels[key] = value
+    only_read = {key: labels[key] for key in selector.keys if key in labels}
+    assert selector.matches(labels) == selector.matches(only_read)
+    assert set(selector.keys) == {r.key for r in selector.requirements}
 
 
 @pytest.mark.parametrize(
