@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Final
 
 from fuyao.errors import InvalidInput
@@ -59,8 +59,9 @@ _SELECTORS_KEPT = 1024
 _CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
-# (selector text, the labels' values at the keys the selector reads) -> verdict, fleet-wide
-MatchMemo = dict[tuple[str, tuple[str | None, ...]], bool]
+# selector text -> the labels' values at the keys it reads (one key: the value) -> verdict
+MatchMemo = dict[str, dict[object, bool]]
+_SORT_KEY = attrgetter("sort_key")
 
 
 class ClassIndex:
@@ -900,26 +901,36 @@ class ClusterInfo:
         moves whenever a group comes, goes or gains or loses its last device node)."""
         kept = self._sorted
         if kept[0] != self.layout_version:
-            kept = self._sorted = (self.layout_version, sorted(
-                self._groups.values(), key=lambda g: (g.gpu_nodes > 0, g.sort_key)))
+            by_labels = sorted(self._groups.values(), key=_SORT_KEY)
+            kept = self._sorted = (self.layout_version,
+                                   [g for g in by_labels if g.gpu_nodes == 0]
+                                   + [g for g in by_labels if g.gpu_nodes > 0])
         return kept[1]
 
     def _matching_groups(self, selector: Selector, key: str, groups: list[Group]) -> list[Group]:
         """The groups whose labels ``selector`` matches. The verdict is memoized fleet-wide
         by the labels' values at the keys it reads (``Selector.keys``): the same model or
         zone in another cluster's group - differing only in labels the selector does not
-        read, its site for one - is not matched again."""
-        memo, keys = self._memo, selector.keys
+        read, its site for one - is not matched again. One key read (the common case): the
+        value itself is the memo's key, else the tuple of them."""
+        verdicts = self._memo.get(key)
+        if verdicts is None:
+            if len(self._memo) >= _SELECTORS_KEPT:
+                self._memo.clear()
+            verdicts = self._memo[key] = {}
+        keys = selector.keys
+        only = keys[0] if len(keys) == 1 else None
         out: list[Group] = []
         for group in groups:
             labels = group.labels
-            memo_key = (key, tuple([labels.get(k) for k in keys]))
-            verdict = memo.get(memo_key)
+            read: object = (labels.get(only) if only is not None
+                            else tuple([labels.get(k) for k in keys]))
+            verdict = verdicts.get(read)
             if verdict is None:
                 verdict = selector.matches(labels)
-                if len(memo) >= _MATCH_MEMO_LIMIT:
-                    memo.clear()
-                memo[memo_key] = verdict
+                if len(verdicts) >= _MATCH_MEMO_LIMIT:
+                    verdicts.clear()
+                verdicts[read] = verdict
             if verdict:
                 out.append(group)
         return out
