@@ -87,6 +87,7 @@ Candidate = tuple[NodeState, int, bool]   # node, replicas its devices can take,
 _MISS_GPU = Miss(MissKind.GPU)
 _MISS_NO_NODES = Miss(MissKind.NO_NODES)
 _MISS_NO_MATCH = Miss(MissKind.NO_MATCH)
+_NO_ROOM: Final = float("inf")   # _by_room's -room of a model with no device counted
 
 
 def find_fit(
@@ -357,28 +358,32 @@ def _by_room(
     if not usable:
         return []
     first = usable[0][0]
-    if all(model == first for model, _ in usable):
+    for model, _ in usable:
+        if model != first:
+            break
+    else:
         return [first]
-    models = {model for model, _ in usable}
     need = requests.gpu_milli * requests.replicas
-
-    def room(model: str) -> float:
+    # (-room, model) for each, sorted as tuples: no key function called per model (from
+    # compiled code a closure is a call through the interpreter's generic protocol)
+    ranked: list[tuple[float, str]] = []
+    for model in {model for model, _ in usable}:
         total, used = cluster.device_milli(model)
-        return (total - used - need) / total if total else float("-inf")
-
-    return sorted(models, key=lambda m: (-room(m), m))
+        ranked.append((-((total - used - need) / total) if total else _NO_ROOM, model))
+    ranked.sort()
+    return [model for _, model in ranked]
 
 
 def _by_rank(cluster: ClusterInfo, models: list[str], requests: TaskRequests) -> list[str]:
     """``models`` outside the headroom reserve first, then by catalog rank (unranked last);
     ties keep ``models``' order."""
     need = requests.gpu_milli * requests.replicas
-
-    def key(model: str) -> tuple[bool, bool, int]:
+    ranked: list[tuple[bool, bool, int, int, str]] = []   # the place in ``models`` breaks ties
+    for place, model in enumerate(models):
         rank = DEFAULT_CATALOG.rank(model)
-        return (_in_reserve(cluster, model, need), rank is None, rank or 0)
-
-    return sorted(models, key=key)
+        ranked.append((_in_reserve(cluster, model, need), rank is None, rank or 0, place, model))
+    ranked.sort()
+    return [found[4] for found in ranked]
 
 
 def _lowest_rank_fit(
