@@ -87,10 +87,12 @@ class Ranking:
 
     def update(self, index: int, old: tuple[float, ...], new: tuple[float, ...]) -> None:
         """Feasible cluster ``index`` stays feasible, its raw scores ``old`` now ``new``
-        (``leave`` then ``join``, touching only the normalized columns that moved)."""
-        self._dirty.add(index)
+        (``leave`` then ``join``, touching only the normalized columns that moved).
+        ``new is old``: nothing to do - its total reads only its raw scores and the
+        summaries, and a summary that moves recomputes every total anyway."""
         if old is new:
             return
+        self._dirty.add(index)
         for j, _, counts in self._tallies:
             was, value = old[j], new[j]
             if was == value:

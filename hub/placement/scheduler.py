@@ -406,6 +406,7 @@ class Scheduler:
             return kept
         raw = list(kept)
         calls = self._score_calls
+        same = True
         for j in redo:
             name, run, checked = calls[j]
             try:
@@ -414,8 +415,11 @@ class Scheduler:
                     _check_range(value)
             except Exception as exc:
                 return _plugin_error(name, "score", cluster.name, exc)
-            raw[j] = value
-        return tuple(raw)
+            if value != raw[j]:
+                raw[j] = value
+                same = False
+        # the scores as they were: ``kept`` itself (its ranking then has nothing to redo)
+        return kept if same else tuple(raw)
 
     def _raw_scores(
         self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo,
