@@ -59,9 +59,40 @@ _SELECTORS_KEPT = 1024
 _CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
-# selector text -> the labels' values at the keys it reads (one key: the value) -> verdict
-MatchMemo = dict[str, dict[object, bool]]
 _SORT_KEY = attrgetter("sort_key")
+
+
+class MatchMemo:
+    """Selector verdicts on label groups, fleet-wide (one per ``FleetView``): per selector
+    text, the labels' values at the keys it reads (one key: the value itself) -> verdict.
+    At most ``_MATCH_MEMO_LIMIT`` verdicts in all: full, it starts over."""
+
+    __slots__ = ("_by_selector", "_size")
+
+    def __init__(self) -> None:
+        self._by_selector: dict[str, dict[object, bool]] = {}
+        self._size = 0
+
+    def verdicts(self, key: str) -> dict[object, bool]:
+        """The verdicts kept for selector text ``key`` (read them; add through ``keep``)."""
+        found = self._by_selector.get(key)
+        if found is None:
+            found = self._by_selector[key] = {}
+        return found
+
+    def keep(self, key: str, read: object, verdict: bool) -> dict[object, bool]:
+        """Keep a verdict; the selector's verdicts as kept now (new if the memo started over)."""
+        if self._size >= _MATCH_MEMO_LIMIT:
+            self.clear()
+        found = self.verdicts(key)
+        found[read] = verdict
+        self._size += 1
+        return found
+
+    def clear(self) -> None:
+        """Forget every verdict."""
+        self._by_selector.clear()
+        self._size = 0
 
 
 class ClassIndex:
@@ -913,11 +944,8 @@ class ClusterInfo:
         zone in another cluster's group - differing only in labels the selector does not
         read, its site for one - is not matched again. One key read (the common case): the
         value itself is the memo's key, else the tuple of them."""
-        verdicts = self._memo.get(key)
-        if verdicts is None:
-            if len(self._memo) >= _SELECTORS_KEPT:
-                self._memo.clear()
-            verdicts = self._memo[key] = {}
+        memo = self._memo
+        verdicts = memo.verdicts(key)
         keys = selector.keys
         only = keys[0] if len(keys) == 1 else None
         out: list[Group] = []
@@ -928,9 +956,7 @@ class ClusterInfo:
             verdict = verdicts.get(read)
             if verdict is None:
                 verdict = selector.matches(labels)
-                if len(verdicts) >= _MATCH_MEMO_LIMIT:
-                    verdicts.clear()
-                verdicts[read] = verdict
+                verdicts = memo.keep(key, read, verdict)
             if verdict:
                 out.append(group)
         return out

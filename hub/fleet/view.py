@@ -51,7 +51,7 @@ class FleetView:
         self._ordered: tuple[ClusterInfo, ...] | None = None
         self._reservations: dict[str, Reservation] = {}
         self._ignore = frozenset(per_node_label_keys)
-        self._memo: MatchMemo = {}
+        self._memo = MatchMemo()
         self._changed: dict[str, ClusterInfo] = {}   # every cluster, last changed last
         self._offer = 0     # the newest capacity_version or settings_version of any cluster
 

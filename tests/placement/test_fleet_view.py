@@ -364,3 +364,18 @@ def test_match_verdicts_are_shared_across_clusters_only_where_the_selector_reads
     assert matched("b", "gpu-model = H100") == []
     assert matched("b", "gpu-model = T4") == ["b-n1"]
     assert matched("a", "gpu-model = H100") == ["a-n1"]
+
+
+def test_the_match_memo_holds_at_most_its_limit_over_all_selectors() -> None:
+    """Selectors are user input: however many there are, the fleet-wide memo of their
+    verdicts stays within one bound in all (it starts over when full)."""
+    from hub.fleet.cluster import _MATCH_MEMO_LIMIT, MatchMemo
+
+    memo = MatchMemo()
+    selectors = [f"fuyao.io/team=t{k}" for k in range(2_000)]
+    for i in range(_MATCH_MEMO_LIMIT + 10):
+        memo.keep(selectors[i % len(selectors)], f"v{i}", i % 3 == 0)
+    held = sum(len(memo.verdicts(text)) for text in selectors)
+    assert 0 < held <= _MATCH_MEMO_LIMIT
+    memo.keep("kubernetes.io/arch=amd64", "amd64", True)
+    assert memo.verdicts("kubernetes.io/arch=amd64") == {"amd64": True}
