@@ -65,7 +65,8 @@ _SORT_KEY = attrgetter("sort_key")
 class MatchMemo:
     """Selector verdicts on label groups, fleet-wide (one per ``FleetView``): per selector
     text, the labels' values at the keys it reads (one key: the value itself) -> verdict.
-    At most ``_MATCH_MEMO_LIMIT`` verdicts in all: full, it starts over."""
+    At most ``_MATCH_MEMO_LIMIT`` entries in all (a selector's own slot counts as one, so
+    selectors that never get a verdict are bounded too): full, it starts over."""
 
     __slots__ = ("_by_selector", "_size")
 
@@ -77,14 +78,17 @@ class MatchMemo:
         """The verdicts kept for selector text ``key`` (read them; add through ``keep``)."""
         found = self._by_selector.get(key)
         if found is None:
+            if self._size >= _MATCH_MEMO_LIMIT:
+                self.clear()
             found = self._by_selector[key] = {}
+            self._size += 1
         return found
 
     def keep(self, key: str, read: object, verdict: bool) -> dict[object, bool]:
         """Keep a verdict; the selector's verdicts as kept now (new if the memo started over)."""
         if self._size >= _MATCH_MEMO_LIMIT:
             self.clear()
-        found = self.verdicts(key)
+        found = self.verdicts(key)   # after a clear: a new slot, counted
         found[read] = verdict
         self._size += 1
         return found

@@ -14,6 +14,7 @@ from fuyao.inventory import NodeInfo
 from fuyao.selector import parse_selector
 from fuyao.spec import CapacityRow, ClusterState
 from hub.fleet import FleetView
+from hub.fleet.cluster import _MATCH_MEMO_LIMIT, MatchMemo
 
 from .builders import fleet_of, node, requests
 
@@ -368,10 +369,13 @@ def test_match_verdicts_are_shared_across_clusters_only_where_the_selector_reads
 
 def test_the_match_memo_holds_at_most_its_limit_over_all_selectors() -> None:
     """Selectors are user input: however many there are, the fleet-wide memo of their
-    verdicts stays within one bound in all (it starts over when full)."""
-    from hub.fleet.cluster import _MATCH_MEMO_LIMIT, MatchMemo
-
+    verdicts stays within one bound in all (it starts over when full) - selectors asked
+    about on clusters with no label group, which never get a verdict, included."""
     memo = MatchMemo()
+    for k in range(_MATCH_MEMO_LIMIT + 10):
+        assert memo.verdicts(f"fuyao.io/pool=p{k}") == {}
+    assert len(memo._by_selector) <= _MATCH_MEMO_LIMIT
+    memo.clear()
     selectors = [f"fuyao.io/team=t{k}" for k in range(2_000)]
     for i in range(_MATCH_MEMO_LIMIT + 10):
         memo.keep(selectors[i % len(selectors)], f"v{i}", i % 3 == 0)
