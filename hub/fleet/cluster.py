@@ -60,6 +60,7 @@ _CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
 _SORT_KEY = attrgetter("sort_key")
+_READY: Final = ClusterState.READY   # read per call: an enum member through a name
 
 
 class MatchMemo:
@@ -280,6 +281,7 @@ def cpu_bucket(cpu_milli: int) -> int:
 
 
 ClassMatch = tuple[str, int, ClassIndex]   # model, device memory MiB, the class's buckets
+SearchOrder = tuple[int, TaskRequests, list[tuple[str, ClassIndex]], list[str]]
 
 
 class Matches:
@@ -291,7 +293,7 @@ class Matches:
     are ``Final``: read-only once compiled). Compared by identity.
     """
 
-    __slots__ = ("_by_memory", "_models", "classes", "groups", "per_node")
+    __slots__ = ("_by_memory", "_models", "classes", "groups", "order", "per_node")
 
     def __init__(self, groups: tuple[Group, ...], classes: tuple[ClassMatch, ...],
                  per_node: bool) -> None:
@@ -300,6 +302,9 @@ class Matches:
         self.per_node: Final = per_node
         self._by_memory: Final[dict[int, tuple[tuple[str, ClassIndex], ...]]] = {}
         self._models: Final[dict[int, tuple[str, ...]]] = {}
+        # the fit search's last class and model order: (cluster version, request object,
+        # usable classes, models), kept by ``hub.fleet.fit`` (``_search_order``)
+        self.order: SearchOrder | None = None
 
     def __repr__(self) -> str:
         return (f"Matches(groups={len(self.groups)}, classes={len(self.classes)}, "
@@ -384,7 +389,7 @@ class ClusterInfo:
     @property
     def schedulable(self) -> bool:
         """Ready and not cordoned: open to new placements."""
-        return self.state == ClusterState.READY and not self.cordoned
+        return self.state == _READY and not self.cordoned
 
     @property
     def node_count(self) -> int:
@@ -925,7 +930,11 @@ class ClusterInfo:
 
     def _match(self, selector: Selector, key: str) -> Matches:
         groups = self._ordered_groups()
-        per_node = any(ignored in key for ignored in self._ignore)
+        per_node = False
+        for ignored in self._ignore:   # a compiled loop: ``any`` of a generator is a call
+            if ignored in key:
+                per_node = True
+                break
         if key and not per_node:
             groups = self._matching_groups(selector, key, groups)
         classes = tuple((cls[0], cls[1], index) for g in groups for cls, index in g.classes.items())

@@ -88,6 +88,11 @@ _MISS_GPU = Miss(MissKind.GPU)
 _MISS_NO_NODES = Miss(MissKind.NO_NODES)
 _MISS_NO_MATCH = Miss(MissKind.NO_MATCH)
 _NO_ROOM: Final = float("inf")   # _by_room's -room of a model with no device counted
+# Enum members read per cluster, taken once (from compiled code a member is a lookup
+# through the enum's metaclass, a module name is not)
+_NO_MATCH: Final = MissKind.NO_MATCH
+_MISS_KINDS: Final = (MissKind.GPU, MissKind.CPU, MissKind.MEMORY, MissKind.PODS,
+                      MissKind.GANG)   # by how far ``_assign`` got
 
 
 def find_fit(
@@ -109,8 +114,7 @@ def find_fit(
     if requests.gpu_milli == 0:
         quick = _first_cpu_fit(found, requests) if single else None
         return quick or _assign(_cpu_candidates(found, requests), requests, selector, None)
-    usable = _usable(found, requests)
-    models = _by_room(cluster, usable, requests)
+    usable, models = _search_order(cluster, found, requests)
     if least_overqualified:
         models = _by_rank(cluster, models, requests)
     if single:
@@ -163,7 +167,7 @@ def fit_models(
     device memory (their nodes and per-model sums); a CPU search reads the groups without
     devices first, so a fit that ends in one of them read nothing else.
     """
-    if isinstance(found, Miss) and found.kind <= MissKind.NO_MATCH:
+    if isinstance(found, Miss) and found.kind <= _NO_MATCH:
         return ()   # no schedulable node, or no group matches: layout only
     matched = cluster.matching(selector, key)
     if requests.gpu_milli:
@@ -320,7 +324,7 @@ def _model_order(
     cluster: ClusterInfo, matched: Matches, requests: TaskRequests,
 ) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     """The models ``_tightest_fit`` walks, in order, and whether each is in its reserve."""
-    models = tuple(_by_room(cluster, _usable(matched, requests), requests))
+    models = tuple(_search_order(cluster, matched, requests)[1])
     return models, tuple(_in_reserve(cluster, m, requests.gpu_milli) for m in models)
 
 
@@ -340,6 +344,23 @@ def _tightness(full: int, partial: int, requests: TaskRequests) -> int | None:
     if partial >= gpu:
         return partial // 100
     return WHOLE // 100 if full >= 1 else None
+
+
+def _search_order(
+    cluster: ClusterInfo, found: Matches, requests: TaskRequests,
+) -> tuple[list[tuple[str, ClassIndex]], list[str]]:
+    """``_usable`` and ``_by_room`` of them: the classes and the models a GPU search walks.
+    Kept on ``found`` (the cluster's matches for the selector) for the cluster's version
+    and this request object, so ``certify``, asking right after ``find_fit`` for the same
+    request, reads them instead of walking the classes again. Not to be modified."""
+    kept = found.order
+    version = cluster.version
+    if kept is not None and kept[0] == version and kept[1] is requests:
+        return kept[2], kept[3]
+    usable = _usable(found, requests)
+    models = _by_room(cluster, usable, requests)
+    found.order = (version, requests, usable, models)
+    return usable, models
 
 
 def _usable(found: Matches, requests: TaskRequests) -> list[tuple[str, ClassIndex]]:
@@ -564,9 +585,8 @@ def _assign(
         if len(placed) >= replicas:
             return Fit(tuple(placed), model)
         taken[node.name] = already + fits
-    kinds = (MissKind.GPU if model else MissKind.CPU, MissKind.CPU, MissKind.MEMORY,
-             MissKind.PODS, MissKind.GANG)
-    return Miss(kinds[reached], len(placed))
+    kind = _MISS_KINDS[reached] if reached or model else _MISS_KINDS[1]
+    return Miss(kind, len(placed))
 
 
 _NO_HOLD = Hold()   # read only

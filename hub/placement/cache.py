@@ -209,9 +209,9 @@ class FitCache:
         per_cluster = self._entries.setdefault(cluster.name, {})
         if len(per_cluster) >= _FITS_PER_CLUSTER:
             per_cluster.clear()
-        models = fit_models(cluster, req.selector, req.selector_key, req.requests, found)
-        cert = certify(cluster, req.selector, req.selector_key, req.requests, found,
-                       least_overqualified)
+        selector, key, requests = req.selector, req.selector_key, req.requests
+        models = fit_models(cluster, selector, key, requests, found)
+        cert = certify(cluster, selector, key, requests, found, least_overqualified)
         per_cluster[fit_id] = (found, cluster.version, models, cert, cluster.version)
 
     def prune(self, names: set[str]) -> None:

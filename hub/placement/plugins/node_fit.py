@@ -37,6 +37,10 @@ _NO_NODES = Status(Code.UNSCHEDULABLE, REASON_NO_NODES, NAME)
 # read per miss: enum members through a name (see ``hub.placement.scheduler``)
 _MISS_NO_NODES: Final = MissKind.NO_NODES
 _MISS_NO_MATCH: Final = MissKind.NO_MATCH
+_MISS_GANG: Final = MissKind.GANG
+_MISS_CPU: Final = MissKind.CPU
+_MISS_MEMORY: Final = MissKind.MEMORY
+_MISS_PODS: Final = MissKind.PODS
 
 
 class NodeFit:
@@ -65,11 +69,11 @@ class NodeFit:
 
 def fit_for(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Fit | Miss:
     """The fit search's answer for this cluster, computed once per decision."""
-    found = ctx.fits.get(cluster.name)
+    fits, name = ctx.fits, cluster.name
+    found = fits.get(name)
     if found is None:
-        found = find_fit(cluster, req.selector, req.selector_key, req.requests,
-                         least_overqualified=ctx.least_overqualified)
-        ctx.fits[cluster.name] = found
+        found = fits[name] = find_fit(cluster, req.selector, req.selector_key, req.requests,
+                                      ctx.least_overqualified)
     return found
 
 
@@ -79,17 +83,17 @@ def miss_reason(miss: Miss, req: PlacementRequest) -> str:
     needs = [req.selector_key] if req.selector_key else []
     if r.gpu_milli:
         needs.append(describe_devices(r))
-    if miss.kind is MissKind.GANG:
+    if miss.kind is _MISS_GANG:
         if not r.gpu_milli:
             needs.append(f"{format_cpu(r.cpu_milli)} free CPU")
             needs.append(f"{format_mib(r.memory_mib)} free memory")
         return REASON_GANG.format(placed=miss.placed, replicas=r.replicas,
                                   what=" and ".join(needs))
-    if miss.kind >= MissKind.CPU:
+    if miss.kind >= _MISS_CPU:
         needs.append(f"{format_cpu(r.cpu_milli)} free CPU")
-    if miss.kind >= MissKind.MEMORY:
+    if miss.kind >= _MISS_MEMORY:
         needs.append(f"{format_mib(r.memory_mib)} free memory")
-    if miss.kind >= MissKind.PODS:
+    if miss.kind >= _MISS_PODS:
         needs.append("a free pod slot")
     return REASON_NO_FIT.format(what=" and ".join(needs))
 
