@@ -56,6 +56,7 @@ _CPU_BUCKETS = 48
 _SHARE_BUCKETS = 10
 _MATCH_MEMO_LIMIT = 100_000
 _SELECTORS_KEPT = 1024
+_KEYS_KEPT = 64   # label keys whose groups a cluster keeps by value (``_places_by_value``)
 _CHANGES_KEPT = 64
 
 LabelKey = frozenset[tuple[str, str]]
@@ -147,8 +148,8 @@ class Group:
     """Nodes of one cluster that carry the same labels (per-node keys aside)."""
 
     __slots__ = (
-        "classes", "cpu_buckets", "cpu_top", "free_cpu", "gpu_nodes", "key", "labels", "nodes",
-        "sort_key",
+        "_class_matches", "classes", "cpu_buckets", "cpu_top", "free_cpu", "gpu_nodes", "key",
+        "labels", "nodes", "sort_key",
     )
 
     def __init__(self, key: LabelKey) -> None:
@@ -159,8 +160,18 @@ class Group:
         self.cpu_buckets: list[dict[str, NodeState]] = [{} for _ in range(_CPU_BUCKETS)]
         self.cpu_top = 0   # highest bucket that may be non-empty
         self.classes: dict[DeviceClass, ClassIndex] = {}
+        self._class_matches: tuple[ClassMatch, ...] | None = None   # of ``classes``
         self.gpu_nodes = 0
         self.free_cpu = 0
+
+    def class_matches(self) -> tuple[ClassMatch, ...]:
+        """(model, device memory, index) of each class, in ``classes``' order; kept until a
+        class index is made or dropped (every selector matching the group reads them)."""
+        found = self._class_matches
+        if found is None:
+            found = self._class_matches = tuple(
+                [(cls[0], cls[1], index) for cls, index in self.classes.items()])
+        return found
 
     def add(self, node: NodeState) -> bool:
         """Add a node (only schedulable ones go into buckets); True if a class index was made."""
@@ -177,6 +188,7 @@ class Group:
             index = self.classes.get(cls)
             if index is None:
                 index = self.classes[cls] = ClassIndex(cls)
+                self._class_matches = None
                 created = True
             index.add(node, slot)
         return created
@@ -207,6 +219,7 @@ class Group:
                 index = classes.get(cls)
                 if index is None:
                     index = classes[cls] = ClassIndex(cls)
+                    self._class_matches = None
                 index.add(node, slot)
         self.cpu_top, self.gpu_nodes, self.free_cpu = top, self.gpu_nodes + gpu_nodes, (
             self.free_cpu + free_cpu)
@@ -229,6 +242,7 @@ class Group:
         empty = [cls for cls in classes if cls in self.classes and self.classes[cls].empty]
         for cls in empty:
             del self.classes[cls]
+            self._class_matches = None
         return bool(empty)
 
 
@@ -380,6 +394,8 @@ class ClusterInfo:
         self._totals: dict[str, ModelTotals] = {}
         self._matches: dict[str, tuple[int, Matches]] = {}
         self._sorted: tuple[int, list[Group]] = (-1, [])   # (layout_version, groups in order)
+        # label key -> (layout_version, value -> places of its groups in ``_sorted``)
+        self._places: dict[str, tuple[int, dict[str | None, list[int]]]] = {}
         self.model_versions: dict[str, int] = {}   # read-only outside: see model_version
         self._changes: list[tuple[int, str]] = []   # (version, node) of recent node changes
         self._changes_from = 0                      # ... complete after this version
@@ -937,8 +953,11 @@ class ClusterInfo:
                 break
         if key and not per_node:
             groups = self._matching_groups(selector, key, groups)
-        classes = tuple((cls[0], cls[1], index) for g in groups for cls, index in g.classes.items())
-        return Matches(tuple(groups), classes, per_node)
+        classes: list[ClassMatch] = []
+        for group in groups:
+            if group.classes:
+                classes.extend(group.class_matches())
+        return Matches(tuple(groups), tuple(classes), per_node)
 
     def _ordered_groups(self) -> list[Group]:
         """The groups, CPU-only first, then by labels; kept for the current layout (which
@@ -952,20 +971,31 @@ class ClusterInfo:
         return kept[1]
 
     def _matching_groups(self, selector: Selector, key: str, groups: list[Group]) -> list[Group]:
-        """The groups whose labels ``selector`` matches. The verdict is memoized fleet-wide
-        by the labels' values at the keys it reads (``Selector.keys``): the same model or
-        zone in another cluster's group - differing only in labels the selector does not
-        read, its site for one - is not matched again. One key read (the common case): the
-        value itself is the memo's key, else the tuple of them."""
+        """The groups of ``groups`` (``_ordered_groups``) whose labels ``selector`` matches,
+        in their order. The verdict is memoized fleet-wide by the labels' values at the keys
+        it reads (``Selector.keys``): the same model or zone in another cluster's group -
+        differing only in labels the selector does not read, its site for one - is not
+        matched again. One key read (the common case): the value itself is the memo's key,
+        asked once per value the cluster's groups have there; else the tuple of them, asked
+        per group."""
         memo = self._memo
         verdicts = memo.verdicts(key)
         keys = selector.keys
-        only = keys[0] if len(keys) == 1 else None
+        if len(keys) == 1:   # one verdict per value the groups have there, not per group
+            picked: list[int] = []
+            for value, places in self._places_by_value(keys[0]).items():
+                verdict = verdicts.get(value)
+                if verdict is None:
+                    verdict = selector.matches(groups[places[0]].labels)
+                    verdicts = memo.keep(key, value, verdict)
+                if verdict:
+                    picked.extend(places)
+            picked.sort()
+            return [groups[k] for k in picked]
         out: list[Group] = []
         for group in groups:
             labels = group.labels
-            read: object = (labels.get(only) if only is not None
-                            else tuple([labels.get(k) for k in keys]))
+            read = tuple([labels.get(k) for k in keys])
             verdict = verdicts.get(read)
             if verdict is None:
                 verdict = selector.matches(labels)
@@ -973,3 +1003,24 @@ class ClusterInfo:
             if verdict:
                 out.append(group)
         return out
+
+    def _places_by_value(self, name: str) -> dict[str | None, list[int]]:
+        """Value at label key ``name`` (None: the key is absent) -> the places, in order, of
+        the groups with it in ``_ordered_groups``: kept for the layout, so the selectors
+        that read one key (every model or zone selector) judge each value the cluster has
+        once, however many groups have it."""
+        kept = self._places.get(name)
+        if kept is not None and kept[0] == self.layout_version:
+            return kept[1]
+        if len(self._places) >= _KEYS_KEPT:
+            self._places.clear()
+        places: dict[str | None, list[int]] = {}
+        for k, group in enumerate(self._ordered_groups()):
+            value = group.labels.get(name)
+            found = places.get(value)
+            if found is None:
+                places[value] = [k]
+            else:
+                found.append(k)
+        self._places[name] = (self.layout_version, places)
+        return places

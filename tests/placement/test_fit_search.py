@@ -102,6 +102,25 @@ def test_fit_sees_hub_reservations() -> None:
     assert find_fit(cluster, sel, "", r) == Fit(("n1",), "A100")
 
 
+def test_a_search_asked_again_sees_devices_freed_since() -> None:
+    """The same request asked again after the cluster changed searches what is there now:
+    devices freed since the last answer (no room then) are found, models that gained
+    room come first."""
+    fleet = fleet_of({"c1": [node("n1", "A100", 4), node("n2", "H100", 4)]})
+    r = requests(gpu_milli=4000)
+    fleet.reserve("c1", "t1", r, ["n1"])
+    fleet.reserve("c1", "t2", r, ["n2"])
+    cluster = fleet.cluster("c1")
+    assert cluster is not None
+    sel = parse_selector("")
+    assert find_fit(cluster, sel, "", r) == Miss(MissKind.GPU)
+    fleet.release("t2")
+    assert find_fit(cluster, sel, "", r) == Fit(("n2",), "H100")
+    fleet.release("t1")
+    fleet.reserve("c1", "t3", requests(gpu_milli=1000), ["n2"])
+    assert find_fit(cluster, sel, "", r) == Fit(("n1",), "A100")
+
+
 # -- randomized: index vs brute force ------------------------------------------------------
 
 SELECTORS = ["", "gpu-model>=A100", "gpu-model=T4", "gpu-memory>=40Gi", "zone=a",

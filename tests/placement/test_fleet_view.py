@@ -367,6 +367,63 @@ def test_match_verdicts_are_shared_across_clusters_only_where_the_selector_reads
     assert matched("a", "gpu-model = H100") == ["a-n1"]
 
 
+_ZONE_SELECTORS = ("fuyao.io/zone = a", "fuyao.io/zone != a", "fuyao.io/zone in (a, b)",
+                   "fuyao.io/zone notin (b)", "fuyao.io/zone", "!fuyao.io/zone",
+                   "fuyao.io/zone = c, fuyao.io/rack = r1")
+_ZONES = st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
+                            st.integers(0, 2)), min_size=1, max_size=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=_ZONES, later=_ZONES, asked=st.lists(st.sampled_from(_ZONE_SELECTORS),
+                                                   min_size=1, max_size=5))
+def test_a_selector_matches_the_groups_whose_labels_it_matches_in_the_layouts_order(
+    first: list[tuple[str | None, bool, int]], later: list[tuple[str | None, bool, int]],
+    asked: list[str],
+) -> None:
+    """Whatever the groups and however they change, a selector's matches are the groups
+    its rule accepts, in the cluster's group order - judged once per value at the key a
+    selector reads, shared between clusters, kept per layout."""
+    def nodes(site: str, spec: list[tuple[str | None, bool, int]]) -> list[NodeInfo]:
+        return [node(f"{site}-n{i}", "H100" if gpu else None, 2 if gpu else 0,
+                     labels={"fuyao.io/rack": f"r{rack}"}
+                     | ({"fuyao.io/zone": zone} if zone else {}))
+                for i, (zone, gpu, rack) in enumerate(spec)]
+
+    fleet = fleet_of({"x": nodes("x", first), "y": nodes("y", first)})
+    for spec in (first, later):
+        fleet.replace_nodes("x", nodes("x", spec))
+        for text in asked:
+            selector = parse_selector(text)
+            for name in ("x", "y"):
+                cluster = fleet.cluster(name)
+                assert cluster is not None
+                order = cluster._ordered_groups()
+                found = cluster.matching(selector, str(selector)).groups
+                assert list(found) == [g for g in order if selector.matches(g.labels)]
+
+
+def test_a_selectors_classes_follow_a_group_gaining_and_losing_a_device_class() -> None:
+    """A node of a new device class in a group already matched adds its class to what the
+    selector matches there; the class goes when its last node does."""
+    same = {"fuyao.io/gpu-memory": "80Gi"}   # one group: the labels do not tell them apart
+    fleet = fleet_of({"c": [node("n1", "H100", 2, labels=same)]})
+    selector = parse_selector("fuyao.io/gpu-model = H100")
+
+    def classes() -> list[tuple[str, int]]:
+        cluster = fleet.cluster("c")
+        assert cluster is not None
+        found = cluster.matching(selector, str(selector))
+        assert len(found.groups) == 1
+        return sorted((model, memory) for model, memory, _ in found.classes)
+
+    assert classes() == [("H100", 80 * 1024)]
+    fleet.apply_delta("c", [node("n2", "H100", 2, device_gib=40, labels=same)], [])
+    assert classes() == [("H100", 40 * 1024), ("H100", 80 * 1024)]
+    fleet.apply_delta("c", [], ["n2"])
+    assert classes() == [("H100", 80 * 1024)]
+
+
 def test_the_match_memo_holds_at_most_its_limit_over_all_selectors() -> None:
     """Selectors are user input: however many there are, the fleet-wide memo of their
     verdicts stays within one bound in all (it starts over when full) - selectors asked
