@@ -42,6 +42,7 @@ class Headroom:
         self._decision: CycleState | None = None
         self._rooms: dict[str, float] = {}   # room_after per cluster for ``_decision``
         self._needs: Needs = (0, 0, 0)       # its request's amounts
+        self._exempt = False                 # may its request use the reserve?
 
     def variant(self, req: PlacementRequest) -> bool:
         """What the filter reads of priority and failover: may the task use the reserve?"""
@@ -49,7 +50,9 @@ class Headroom:
 
     def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
         """``SUCCESS`` for failover and high priority, else only if the reserve stays free."""
-        if req.failover or req.priority >= self._threshold:
+        if self._decision is not ctx:
+            self._start(ctx, req)
+        if self._exempt:
             return SUCCESS
         left = self._room(ctx, req, cluster)
         return SUCCESS if left >= cluster.headroom - _EPSILON else _BELOW
@@ -61,11 +64,18 @@ class Headroom:
     def _room(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
         """``room_after``, once per cluster and decision (the score reuses the filter's)."""
         if self._decision is not ctx:
-            self._decision, self._rooms, self._needs = ctx, {}, _needs(req)
+            self._start(ctx, req)
         left = self._rooms.get(cluster.name)
         if left is None:
             left = self._rooms[cluster.name] = _room_after(ctx, req, cluster, self._needs)
         return left
+
+    def _start(self, ctx: CycleState, req: PlacementRequest) -> None:
+        """A new decision (one request per ``CycleState``): what the filter and the score
+        read of its request, read once - not per cluster judged (each is an attribute read
+        of a Python object)."""
+        self._decision, self._rooms, self._needs = ctx, {}, _needs(req)
+        self._exempt = self.variant(req)
 
 
 def room_after(ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
