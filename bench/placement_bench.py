@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from numpy_scan import NumpyScan  # beside this script
@@ -39,7 +39,7 @@ from fuyao.selector import parse_selector
 from fuyao.spec import ClusterState, TaskRequests
 from hub import heap, native
 from hub.fleet import ClusterInfo, FleetView, NodeState
-from hub.placement import PlacementRequest, Scheduler
+from hub.placement import PlacementRequest, PlacementResult, Scheduler
 from hub.placement.profile import DEFAULT_PROFILE, MODEL_CHOICES, TIGHTEST, Profile
 
 GIB = 1024
@@ -277,6 +277,70 @@ def _room_after(cluster: ClusterInfo, req: PlacementRequest, model: str | None) 
 
 # -- the run ----------------------------------------------------------------------------------
 
+def shape_of(req: PlacementRequest) -> tuple[object, ...]:
+    """A request's shape as this bench counts them: at least as fine as the scheduler's own
+    (its tables are kept per selector, requests, priority and failover), so a shape's first
+    decision here is never a table the scheduler already holds."""
+    return (req.selector_key, req.requests, req.priority, req.failover)
+
+
+class Churn:
+    """What happens on the fleet between two decisions, as on a busy hub.
+
+    A placed task is reserved on the nodes it was given; the oldest reservations beyond
+    ``live`` are released; and ``delta_rate`` agent node reports arrive on average (a random
+    node of a random cluster, its cards each turned busy or free: each one invalidates that
+    cluster's kept verdicts). ``changed(cluster, node names)`` hears of every node touched
+    (a baseline kept current beside the fleet); ``clock`` times reserves and reports apart.
+    The random draws are the bench's: the same seed, the same churn.
+    """
+
+    def __init__(self, fleet: FleetView, rng: random.Random, live: int, delta_rate: float,
+                 clock: Callable[[], float] = time.thread_time,
+                 changed: Callable[[str, Iterable[str]], None] | None = None) -> None:
+        self.fleet, self.rng, self.live, self.delta_rate = fleet, rng, live, delta_rate
+        self.clock, self.changed = clock, changed
+        self.names = [c.name for c in fleet.clusters()]
+        self.held: deque[str] = deque()
+        self.reserve_t: list[float] = []
+        self.delta_t: list[float] = []
+        self.placed = 0
+
+    def after(self, req: PlacementRequest, result: PlacementResult) -> None:
+        """Apply what follows the decision ``result`` for ``req``."""
+        fleet, rng, clock, changed = self.fleet, self.rng, self.clock, self.changed
+        if result.cluster is not None:
+            t0 = clock()
+            fleet.reserve(result.cluster, req.task_id, req.requests, result.nodes,
+                          model=result.model)
+            self.reserve_t.append(clock() - t0)
+            if changed is not None:
+                changed(result.cluster, result.nodes)
+            self.held.append(req.task_id)
+            self.placed += 1
+        while len(self.held) > self.live:
+            held = fleet.reservation(self.held.popleft())
+            assert held is not None
+            fleet.release(held.task_id)
+            if changed is not None:
+                changed(held.cluster, held.nodes)
+        rate = self.delta_rate
+        for _ in range(int(rate) + (rng.random() < rate % 1)):
+            name = rng.choice(self.names)
+            cluster = fleet.cluster(name)
+            assert cluster is not None
+            victim = rng.choice(cluster.nodes()).info
+            frees = tuple(DeviceInfo(d.id, d.model, d.memory_mib, rng.choice((0, 1000)),
+                                     d.memory_mib) for d in victim.devices)
+            fresh = NodeInfo(victim.name, victim.labels, victim.allocatable, victim.free, frees,
+                             victim.unschedulable)
+            t0 = clock()
+            fleet.apply_delta(name, [fresh], [])
+            self.delta_t.append(clock() - t0)
+            if changed is not None:
+                changed(name, [victim.name])
+
+
 @dataclass
 class Timings:
     """Per-decision latencies in seconds."""
@@ -329,18 +393,15 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     reqs = make_requests(rng, args.decisions)
     stride = max(1, args.decisions // max(1, args.baseline_decisions))
     numpy_every = max(1, args.decisions // max(1, args.numpy_decisions or args.decisions))
-    names = [c.name for c in fleet.clusters()]
     fast: list[float] = []
     steady: list[float] = []   # decisions after the first of their shape (below)
     shapes: set[tuple[object, ...]] = set()
     slow: list[float] = []
     base: list[float] = []
     vector: list[float] = []
-    reserve_t: list[float] = []
-    delta_t: list[float] = []
-    live: deque[str] = deque()
-    placed = disagree_uncached = disagree_baseline = disagree_numpy = 0
+    disagree_uncached = disagree_baseline = disagree_numpy = 0
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    churn = Churn(fleet, rng, args.live, args.delta_rate, clock, changed=scan.refresh)
     for i, req in enumerate(reqs):
         t0 = clock()
         result = cached.schedule(req)
@@ -348,7 +409,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         # The first decision of a shape builds its table over every cluster (a warm-up a
         # running hub pays once per shape): kept out of the steady figure. The key is at
         # least as fine as the scheduler's shape, so no table is built outside it.
-        shape = (req.selector_key, req.requests, req.priority, req.failover)
+        shape = shape_of(req)
         if shape in shapes:
             steady.append(fast[-1])
         shapes.add(shape)
@@ -367,32 +428,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             picked = scan.schedule(req)
             vector.append(clock() - t0)
             disagree_numpy += checked and picked != result.cluster
-        if result.cluster is not None:
-            t0 = clock()
-            fleet.reserve(result.cluster, req.task_id, req.requests, result.nodes,
-                          model=result.model)
-            reserve_t.append(clock() - t0)
-            scan.refresh(result.cluster, result.nodes)
-            live.append(req.task_id)
-            placed += 1
-        while len(live) > args.live:
-            held = fleet.reservation(live.popleft())
-            assert held is not None
-            fleet.release(held.task_id)
-            scan.refresh(held.cluster, held.nodes)
-        for _ in range(int(args.delta_rate) + (rng.random() < args.delta_rate % 1)):
-            name = rng.choice(names)
-            cluster = fleet.cluster(name)
-            assert cluster is not None
-            victim = rng.choice(cluster.nodes()).info
-            frees = tuple(DeviceInfo(d.id, d.model, d.memory_mib, rng.choice((0, 1000)),
-                                     d.memory_mib) for d in victim.devices)
-            fresh = NodeInfo(victim.name, victim.labels, victim.allocatable, victim.free, frees,
-                             victim.unschedulable)
-            t0 = clock()
-            fleet.apply_delta(name, [fresh], [])
-            delta_t.append(clock() - t0)
-            scan.refresh(name, [victim.name])
+        churn.after(req, result)
+    reserve_t, delta_t, placed = churn.reserve_t, churn.delta_t, churn.placed
     out: dict[str, object] = {
         "clusters": args.clusters, "nodes_per_cluster": args.nodes, "clock": args.clock,
         "model_choice": profile.model_choice, "baselines_checked": checked, "gc": args.gc,

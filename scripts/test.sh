@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 # Tests start real servers: PostgreSQL (initdb/pg_ctl, unless FUYAO_TEST_PG_URL names one),
-# Redis (redis-server) and headless Chromium for the web view. Install Debian's packages for
-# whichever is missing, when we may (root with apt-get); otherwise say what to install.
+# Redis (redis-server), headless Chromium for the web view, and valgrind (the instruction
+# count bench). Install Debian's packages for whichever is missing, when we may (root with
+# apt-get); otherwise say what to install.
 missing=()
 if [ -z "${FUYAO_TEST_PG_URL:-}" ] && ! command -v initdb >/dev/null \
    && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -16,6 +17,7 @@ if [ -z "${FUYAO_TEST_PG_URL:-}" ] && ! command -v initdb >/dev/null \
 fi
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium chromium-driver)
+command -v valgrind >/dev/null || missing+=(valgrind)   # bench/decision_count.py's counts
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing Debian packages: ${missing[*]}"

@@ -312,3 +312,27 @@ def test_submit_bench_measures_one_task_batches_past_the_rest_burst() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["batch"] == 1 and result["measured"] == 999
+
+
+def test_decision_count_counts_instructions_alike_twice_and_refuses_bad_flags() -> None:
+    """Counted twice (this tree against itself), a decision's instructions are the same:
+    the count is what compares two trees on a noisy machine. A tree's first decisions cost
+    more than its steady ones (they build their shape's verdicts over every cluster)."""
+    result = run_bench("decision_count.py", "--against", str(ROOT), "--jobs", "2",
+                       "--top", "3")
+    head, base = result["head"], result["against"]
+    assert head["engine"] == "compiled (mypyc)" and head["first_decisions"] > 5
+    assert head["cold"]["per_decision"] > head["steady"]["per_decision"] > 0
+    assert head["cold"]["per_cluster"] * result["clusters"] == pytest.approx(
+        head["cold"]["per_decision"], rel=0.01)
+    assert abs(result["ratio"]["cold"] - 1) < 0.001 and abs(result["ratio"]["steady"] - 1) < 0.001
+    assert head["steady"]["placed"][1] > head["steady"]["placed"][0] > 0
+    engine = [row["function"] for row in head["steady"]["top_engine"]]
+    assert engine[0] == "scheduler.Scheduler.schedule" and len(engine) == 3
+    assert len(base["cold"]["top_self"]) == 3
+
+
+@pytest.mark.parametrize("flag", [("--clusters", "0"), ("--jobs", "9"), ("--delta-rate", "nan"),
+                                  ("--top", "-1")])
+def test_decision_count_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("decision_count.py", flag)
