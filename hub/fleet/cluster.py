@@ -51,16 +51,16 @@ from hub.fleet.nodes import (
 )
 from hub.fleet.readonly import NodeLabels
 
-_TICKS = itertools.count(1)
-_CPU_BUCKETS = 48
-_SHARE_BUCKETS = 10
-_MATCH_MEMO_LIMIT = 100_000
-_SELECTORS_KEPT = 1024
-_KEYS_KEPT = 64   # label keys whose groups a cluster keeps by value (``_places_by_value``)
-_CHANGES_KEPT = 64
+_TICKS: Final = itertools.count(1)
+_CPU_BUCKETS: Final = 48
+_SHARE_BUCKETS: Final = 10
+_MATCH_MEMO_LIMIT: Final = 100_000
+_SELECTORS_KEPT: Final = 1024
+_KEYS_KEPT: Final = 64   # label keys whose groups a cluster keeps by value (``_places_by_value``)
+_CHANGES_KEPT: Final = 64
 
 LabelKey = frozenset[tuple[str, str]]
-_SORT_KEY = attrgetter("sort_key")
+_SORT_KEY: Final = attrgetter("sort_key")
 _READY: Final = ClusterState.READY   # read per call: an enum member through a name
 
 

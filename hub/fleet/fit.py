@@ -84,9 +84,9 @@ class Miss:
 
 
 Candidate = tuple[NodeState, int, bool]   # node, replicas its devices can take, check labels
-_MISS_GPU = Miss(MissKind.GPU)
-_MISS_NO_NODES = Miss(MissKind.NO_NODES)
-_MISS_NO_MATCH = Miss(MissKind.NO_MATCH)
+_MISS_GPU: Final = Miss(MissKind.GPU)
+_MISS_NO_NODES: Final = Miss(MissKind.NO_NODES)
+_MISS_NO_MATCH: Final = Miss(MissKind.NO_MATCH)
 _NO_ROOM: Final = float("inf")   # _by_room's -room of a model with no device counted
 # Enum members read per cluster, taken once (from compiled code a member is a lookup
 # through the enum's metaclass, a module name is not)
@@ -589,7 +589,7 @@ def _assign(
     return Miss(kind, len(placed))
 
 
-_NO_HOLD = Hold()   # read only
+_NO_HOLD: Final = Hold()   # read only
 
 
 def plan_holds(

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from fuyao.inventory import Columns, DeviceInfo, NodeInfo, ResourceAmounts, device_columns
 from fuyao.inventory import numbered as _numbered
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.fleet.readonly import NodeLabels, NumberedIds
 
-WHOLE = 1000
+WHOLE: Final = 1000
 """Milli-devices in one whole card."""
 
-NO_MODEL = "none"
+NO_MODEL: Final = "none"
 """The capacity row (and primary model) of nodes without accelerators."""
 
 DeviceClass = tuple[str, int]
@@ -503,7 +503,7 @@ def _counts(frees: tuple[int, ...]) -> tuple[int, int]:
     return found
 
 
-_PARTLY = range(1, WHOLE)   # a share that is part of a card
+_PARTLY: Final = range(1, WHOLE)   # a share that is part of a card
 
 
 _amounts_seen: dict[tuple[int, int, int], ResourceAmounts] = {}
@@ -522,7 +522,7 @@ def _shared_amounts(amounts: AmountsReport) -> ResourceAmounts:
     return found
 
 
-_SHARED_KEPT = 65_536
+_SHARED_KEPT: Final = 65_536
 _K = TypeVar("_K", bound=Hashable)
 
 
@@ -604,6 +604,6 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-_NO_HOLD = Hold()
+_NO_HOLD: Final = Hold()
 _NO_DEVICES: Mapping[str, int] = _shared({})
 _NO_CLASSES: dict[DeviceClass, ClassSlot] = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from fuyao.errors import Conflict, InvalidInput, NotFound
 from fuyao.labelsets import OWN_KEYS, expand
@@ -27,7 +28,7 @@ from hub.fleet.cluster import ClusterInfo, MatchMemo
 from hub.fleet.fit import plan_holds
 from hub.fleet.nodes import Hold, NodeReport, NodeState, refuse_bad_reports
 
-PER_NODE_LABEL_KEYS = OWN_KEYS
+PER_NODE_LABEL_KEYS: Final = OWN_KEYS
 """Labels that differ on every node: left out when grouping nodes by label set."""
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Hashable, Mapping
 from itertools import compress
+from typing import Final
 
 from hub.fleet import (
     Certificate,
@@ -47,7 +48,7 @@ from hub.placement.lent import Journal, LentStatuses, Statuses
 from hub.placement.ranking import Ranking
 from hub.placement.result import Row, ScoreTable
 
-_FITS_PER_CLUSTER = 512
+_FITS_PER_CLUSTER: Final = 512
 
 # answer, cluster version it was found at, models read, certificate, version checked up to
 FitEntry = tuple[Fit | Miss, int, tuple[str, ...], Certificate | None, int]

@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar, cast, overload
 
 from fuyao.selector import Selector
 from fuyao.spec import TaskRequests
 from fuyao.taints import Toleration
 from hub.fleet import ClusterInfo, Fit, FleetView, Miss
 
-MAX_SCORE = 100.0
-MIN_SCORE = 0.0
+MAX_SCORE: Final = 100.0
+MIN_SCORE: Final = 0.0
 
 
 class Code(Enum):

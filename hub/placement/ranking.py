@@ -26,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import compress
+from typing import Final
 
 from hub.placement.framework import MAX_SCORE, MIN_SCORE, ColumnNormalizer
 
 Column = tuple[int, float, ColumnNormalizer]   # score index, weight, its normalizer
-_UNSET = object()
+_UNSET: Final = object()
 
 
 class Ranking:

@@ -63,7 +63,9 @@ _ERROR: Final = Code.ERROR
 
 log = logging.getLogger(__name__)
 
-_SHAPES_KEPT = 1024
+_SHAPES_KEPT: Final = 1024
+_SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
+_STATUS: Final = Status
 Base = tuple[str, TaskRequests, str]   # selector, requests, cluster constraints
 Shape = tuple[Base, tuple[Hashable, ...]]   # + what the plugins read of priority/failover
 FitKey = tuple[str, TaskRequests]
@@ -355,7 +357,7 @@ class Scheduler:
         for i, redo, was_ok, base in passed:
             raw = (self._raw_scores(ctx, req, clusters[i]) if redo is None
                    else self._some_scores(ctx, req, clusters[i], base, redo))
-            if isinstance(raw, Status):
+            if isinstance(raw, _STATUS):
                 errors[clusters[i].name] = raw
                 table.forget(i)
                 if ranking is not None and was_ok:
@@ -385,7 +387,7 @@ class Scheduler:
         self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo, start: int = 0,
     ) -> Status:
         """The filters from ``start`` on (those before passed, and would again)."""
-        status = SUCCESS
+        status = _SUCCESS
         calls = self._filter_calls if not start else self._filter_calls[start:]
         for name, run in calls:
             try:

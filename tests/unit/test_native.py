@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import json
@@ -153,6 +154,22 @@ def test_no_compiled_class_has_a_weak_reference_slot() -> None:
               if isinstance(cls, type) and cls.__module__ == module
               and "__internal_mypyc_setup" in cls.__dict__ and cls.__weakrefoffset__]
     assert broken == []
+
+
+def test_every_module_constant_of_the_engine_is_final() -> None:
+    """A compiled module reads a module-level name through its dictionary (a lookup each
+    time) unless the name is ``Final`` (a constant compiled in, or a C static): the
+    engine's constants - limits, shared statuses, read per cluster judged - all are."""
+    plain = []
+    for module in native.MODULES:
+        tree = ast.parse(native.source_of(module).read_text())
+        for node in tree.body:
+            typevar = (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                       and getattr(node.value.func, "id", "") == "TypeVar")
+            if isinstance(node, ast.Assign) and not typevar:
+                plain += [f"{module}.{t.id}" for t in node.targets if isinstance(t, ast.Name)
+                          and t.id.lstrip("_").isupper()]
+    assert plain == []
 
 
 WEAKLY_HELD = """

@@ -16,14 +16,14 @@ caches it with the filter verdict.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from hub.fleet import ClusterInfo, Fit, find_plain_fit
 from hub.placement.framework import MAX_SCORE, CycleState, Depends, Handle, PlacementRequest
 from hub.placement.plugins.node_fit import fit_for
 
-NAME = "AcceleratorFit"
-NEUTRAL = MAX_SCORE
+NAME: Final = "AcceleratorFit"
+NEUTRAL: Final = MAX_SCORE
 """What every cluster scores for a task that requests GPUs."""
 
 

@@ -12,7 +12,7 @@ the cache's shape).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from hub.fleet import ClusterInfo
 from hub.placement.framework import (
@@ -26,8 +26,9 @@ from hub.placement.framework import (
     Status,
 )
 
-NAME = "ClusterAffinity"
-REASON_NO_MATCH = "cluster labels do not match {selector}"
+NAME: Final = "ClusterAffinity"
+REASON_NO_MATCH: Final = "cluster labels do not match {selector}"
+_SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
 
 
 class ClusterAffinity:
@@ -44,7 +45,7 @@ class ClusterAffinity:
         """``SUCCESS`` when there is no required selector or the cluster's labels match it."""
         wanted = req.cluster_selector
         if wanted is None or wanted.matches(cluster.labels):
-            return SUCCESS
+            return _SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                       REASON_NO_MATCH.format(selector=wanted), NAME)
 

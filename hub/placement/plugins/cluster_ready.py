@@ -20,14 +20,15 @@ from hub.placement.framework import (
     Status,
 )
 
-NAME = "ClusterReady"
-REASON_NOT_READY = "cluster not ready"
-REASON_CORDONED = "cluster cordoned"
-REASON_EXCLUDED = "cluster excluded"
+NAME: Final = "ClusterReady"
+REASON_NOT_READY: Final = "cluster not ready"
+REASON_CORDONED: Final = "cluster cordoned"
+REASON_EXCLUDED: Final = "cluster excluded"
 
-_NOT_READY = Status(Code.UNSCHEDULABLE, REASON_NOT_READY, NAME)
-_CORDONED = Status(Code.UNSCHEDULABLE, REASON_CORDONED, NAME)
-_EXCLUDED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON_EXCLUDED, NAME)
+_NOT_READY: Final = Status(Code.UNSCHEDULABLE, REASON_NOT_READY, NAME)
+_CORDONED: Final = Status(Code.UNSCHEDULABLE, REASON_CORDONED, NAME)
+_EXCLUDED: Final = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON_EXCLUDED, NAME)
+_SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
 # Enum members read per cluster, taken once: from compiled code ``ClusterState.READY`` is a
 # lookup through the enum's metaclass (about 700 instructions), a module name is not.
 _READY: Final = ClusterState.READY
@@ -52,4 +53,4 @@ class ClusterReady:
             return _CORDONED
         if cluster.state != _READY:
             return _NOT_READY
-        return SUCCESS
+        return _SUCCESS

@@ -8,12 +8,12 @@ favourite feasible cluster always scores 100 (0 for all when every weight is 0).
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
-from typing import ClassVar, cast
+from typing import ClassVar, Final, cast
 
 from hub.fleet import ClusterInfo
 from hub.placement.framework import MAX_SCORE, CycleState, Depends, Handle, PlacementRequest
 
-NAME = "ClusterWeight"
+NAME: Final = "ClusterWeight"
 
 
 class ClusterWeight:

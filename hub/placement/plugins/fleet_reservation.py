@@ -7,13 +7,13 @@ calls are idempotent per task id.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from fuyao.errors import Conflict
 from hub.fleet import Fit, FleetView
 from hub.placement.framework import SUCCESS, Code, CycleState, Handle, PlacementRequest, Status
 
-NAME = "FleetReservation"
+NAME: Final = "FleetReservation"
 
 
 class FleetReservation:

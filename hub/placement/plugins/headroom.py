@@ -10,7 +10,7 @@ reserve. The score is the fraction of the tightest of those resources left after
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from hub.fleet import ClusterInfo, Fit
 from hub.placement.framework import (
@@ -25,11 +25,12 @@ from hub.placement.framework import (
 )
 from hub.placement.plugins.node_fit import fit_for
 
-NAME = "Headroom"
-REASON_HEADROOM = "below headroom reserve"
+NAME: Final = "Headroom"
+REASON_HEADROOM: Final = "below headroom reserve"
 
-_BELOW = Status(Code.UNSCHEDULABLE, REASON_HEADROOM, NAME)
-_EPSILON = 1e-9
+_BELOW: Final = Status(Code.UNSCHEDULABLE, REASON_HEADROOM, NAME)
+_EPSILON: Final = 1e-9
+_SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
 
 
 class Headroom:
@@ -53,9 +54,9 @@ class Headroom:
         if self._decision is not ctx:
             self._start(ctx, req)
         if self._exempt:
-            return SUCCESS
+            return _SUCCESS
         left = self._room(ctx, req, cluster)
-        return SUCCESS if left >= cluster.headroom - _EPSILON else _BELOW
+        return _SUCCESS if left >= cluster.headroom - _EPSILON else _BELOW
 
     def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
         """100 x the fraction of the tightest resource left after placing."""

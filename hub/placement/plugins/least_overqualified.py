@@ -12,15 +12,16 @@ the profile) switches it off.
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
-from typing import ClassVar, cast
+from typing import ClassVar, Final, cast
 
 from fuyao.catalog import DEFAULT_CATALOG
 from hub.fleet import ClusterInfo, Fit
 from hub.placement.framework import MAX_SCORE, CycleState, Depends, Handle, PlacementRequest
 from hub.placement.plugins.node_fit import fit_for
 
-NAME = "LeastOverqualified"
-UNRANKED = -1.0
+NAME: Final = "LeastOverqualified"
+UNRANKED: Final = -1.0
+_CATALOG: Final = DEFAULT_CATALOG   # a C static, not a read of the module's dict
 """The raw score of a cluster whose fit has no ranked model (never outranks a ranked one)."""
 
 
@@ -41,7 +42,7 @@ class LeastOverqualified:
         found = fit_for(ctx, req, cluster)
         if not isinstance(found, Fit) or found.model is None:
             return UNRANKED
-        rank = DEFAULT_CATALOG.rank(found.model)
+        rank = _CATALOG.rank(found.model)
         return UNRANKED if rank is None else float(rank)
 
     def normalize(

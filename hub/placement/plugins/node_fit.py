@@ -27,13 +27,14 @@ from hub.placement.framework import (
 )
 from hub.placement.plugins.task_selector import REASON_NO_MATCH
 
-NAME = "NodeFit"
-REASON_NO_NODES = "no schedulable node"
-REASON_NO_FIT = "no node with {what}"
-REASON_GANG = "only {placed} of {replicas} replicas fit on nodes with {what}"
+NAME: Final = "NodeFit"
+REASON_NO_NODES: Final = "no schedulable node"
+REASON_NO_FIT: Final = "no node with {what}"
+REASON_GANG: Final = "only {placed} of {replicas} replicas fit on nodes with {what}"
 # REASON_NO_MATCH (from TaskSelector) when no node's labels match the selector.
 
-_NO_NODES = Status(Code.UNSCHEDULABLE, REASON_NO_NODES, NAME)
+_NO_NODES: Final = Status(Code.UNSCHEDULABLE, REASON_NO_NODES, NAME)
+_SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
 # read per miss: enum members through a name (see ``hub.placement.scheduler``)
 _MISS_NO_NODES: Final = MissKind.NO_NODES
 _MISS_NO_MATCH: Final = MissKind.NO_MATCH
@@ -57,7 +58,7 @@ class NodeFit:
         """``SUCCESS`` with the fit recorded in ``ctx.fits``, or what no node had."""
         found = fit_for(ctx, req, cluster)
         if isinstance(found, Fit):
-            return SUCCESS
+            return _SUCCESS
         kind = found.kind
         if kind is _MISS_NO_NODES:
             return _NO_NODES

@@ -10,7 +10,7 @@ the request's ``cluster_key``; a taint change moves the cluster's version).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from fuyao.taints import tolerated
 from hub.fleet import ClusterInfo
@@ -25,8 +25,9 @@ from hub.placement.framework import (
     Status,
 )
 
-NAME = "TaintToleration"
-REASON_TAINT = "cluster has a taint the task does not tolerate: {taint}"
+NAME: Final = "TaintToleration"
+REASON_TAINT: Final = "cluster has a taint the task does not tolerate: {taint}"
+_SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
 
 
 class TaintToleration:
@@ -45,7 +46,7 @@ class TaintToleration:
             if taint.effect == "NoSchedule" and not tolerated(taint, req.tolerations):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                               REASON_TAINT.format(taint=taint), NAME)
-        return SUCCESS
+        return _SUCCESS
 
     def score(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> float:
         """100 x tolerated / all PreferNoSchedule taints (100 when there are none)."""
