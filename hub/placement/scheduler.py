@@ -298,6 +298,7 @@ class Scheduler:
         # index, the scores to re-run on ``source`` (None: all), was ok, source raw scores
         passed: list[tuple[int, tuple[int, ...] | None, bool, tuple[float, ...]]] = []
         save = table.save if table.recording else None
+        found_fits = ctx.fits   # one read of the cycle state's slot, not one per cluster
         for i in indices:
             if save is not None:
                 save(i)
@@ -307,7 +308,7 @@ class Scheduler:
             got = fit_cache.get(cluster, table.fit_id, req) if keep else None
             kept = None if got is None else got[0]
             if kept is not None:
-                ctx.fits[name] = kept
+                found_fits[name] = kept
             else:
                 searched.append(i)
             now = cluster.settings_version
@@ -325,7 +326,7 @@ class Scheduler:
                         start, scores = self._rerun_across(table.variant, sibling.variant)
                         found = sibling.fits[i]
                         if found is not None:
-                            ctx.fits[name] = found
+                            found_fits[name] = found
                         break
                 else:
                     if keep and settings[i] == now:
@@ -336,14 +337,17 @@ class Scheduler:
                 status = self._run_filters(ctx, req, cluster)
             else:
                 status = source.statuses[name]
-                if status.ok or filter_at.get(status.plugin, start) >= start:
+                # ``is _SUCCESS`` first: the shared success, no attribute read of a Python
+                # object; a plugin's own success status still answers ``ok``
+                if (status is _SUCCESS or status.ok
+                        or filter_at.get(status.plugin, start) >= start):
                     status = self._run_filters(ctx, req, cluster, start)
                 if source.oks[i]:
                     redo = scores
             statuses[name] = status
             settings[i] = now if keep else -1
             oks[i] = False
-            if status.ok:
+            if status is _SUCCESS or status.ok:
                 passed.append((i, redo, was_ok, source.raws[i]))
                 continue
             if ranking is not None and was_ok:
@@ -372,7 +376,6 @@ class Scheduler:
                 else:
                     ranking.join(i, raw)
             raws[i], fixed[i], oks[i] = raw, total, True
-        found_fits = ctx.fits
         for i in indices:
             fits[i] = found_fits.get(clusters[i].name)
         if keep:
@@ -394,7 +397,7 @@ class Scheduler:
                 status = run(ctx, req, cluster)
             except Exception as exc:
                 return _plugin_error(name, "filter", cluster.name, exc)
-            if not status.ok:
+            if status is not _SUCCESS and not status.ok:
                 return status if status.plugin else replace(status, plugin=name)
         return status
 

@@ -227,6 +227,43 @@ def test_filters_run_in_profile_order_and_the_first_rejection_wins() -> None:
     assert result.reasons == {"a": "recorded", "b": "recorded"}
 
 
+class OwnSuccess:
+    """A filter that passes with a success status of its own, not the shared ``SUCCESS``."""
+
+    name: ClassVar[str] = "OwnSuccess"
+
+    def __init__(self, handle: Handle) -> None:
+        del handle
+
+    def filter(self, ctx: CycleState, req: PlacementRequest, cluster: ClusterInfo) -> Status:
+        if cluster.name == "b":
+            return Status(Code.UNSCHEDULABLE, "not b")
+        return Status(Code.SUCCESS)
+
+
+@pytest.mark.parametrize("filters", [["OwnSuccess", "ClusterReady", "NodeFit"],
+                                     ["ClusterReady", "NodeFit", "OwnSuccess"]],
+                         ids=["first", "last"])
+def test_a_plugins_own_success_status_passes_as_the_shared_one_does(filters: list[str]) -> None:
+    """The scheduler tells success from the shared ``SUCCESS`` by identity first, then by
+    ``ok``: a status of a plugin's own passes the cluster on to the next filter (first),
+    and as the last filter's answer passes the cluster (last) - judged afresh and when a
+    kept verdict is judged again after its cluster changed."""
+    registry = with_plugins({"OwnSuccess": OwnSuccess})
+    fleet = fleet_of({"a": [node("a1", "A100", 2)], "b": [node("b1", "A100", 2)],
+                      "c": [node("c1", "A100", 2)]}, states={"c": ClusterState.UNKNOWN})
+    profile = Profile.from_config({"filters": filters}, registry)
+    scheduler = Scheduler(fleet, profile, registry=registry)
+    first = scheduler.schedule(place(gpu_milli=1000))
+    assert first.cluster == "a"
+    assert first.reasons == {"b": "not b", "c": "cluster not ready"}
+    assert scheduler.reserve(place(gpu_milli=1000), first) == SUCCESS   # a's nodes change
+    again = scheduler.schedule(place("t2", gpu_milli=1000))
+    assert again.cluster == "a" and again.reasons == first.reasons
+    full = scheduler.schedule(place("t3", gpu_milli=2000))   # a's one card left is too few
+    assert full.cluster is None and full.reasons["a"] == "no node with 2 free GPUs"
+
+
 @pytest.mark.parametrize(("priority", "failover", "wanted"), [
     (0, False, None),
     (0, True, "a"),
