@@ -314,7 +314,7 @@ def test_submit_bench_measures_one_task_batches_past_the_rest_burst() -> None:
     assert result["batch"] == 1 and result["measured"] == 999
 
 
-def test_decision_count_counts_instructions_alike_twice_and_refuses_bad_flags() -> None:
+def test_decision_count_counts_instructions_alike_twice(tmp_path: Path) -> None:
     """Counted twice (this tree against itself), a decision's instructions are the same:
     the count is what compares two trees on a noisy machine. A tree's first decisions cost
     more than its steady ones (they build their shape's verdicts over every cluster). The
@@ -322,8 +322,11 @@ def test_decision_count_counts_instructions_alike_twice_and_refuses_bad_flags() 
     if not native.STATE.compiled:
         pytest.skip(f"the engine runs from source: {native.STATE.reason}")
     result = run_bench("decision_count.py", "--against", str(ROOT), "--jobs", "2",
-                       "--top", "3")
+                       "--top", "3", "--keep", str(tmp_path))
     head, base = result["head"], result["against"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [   # --keep: callgrind's outputs
+        f"callgrind.{label}.{run}" for label in ("against", "head")
+        for run in ("cold.0", "steady.100", "steady.300")]
     assert head["engine"] == "compiled (mypyc)" and head["first_decisions"] > 5
     assert head["cold"]["per_decision"] > head["steady"]["per_decision"] > 0
     assert head["cold"]["per_cluster"] * result["clusters"] == pytest.approx(
@@ -333,6 +336,15 @@ def test_decision_count_counts_instructions_alike_twice_and_refuses_bad_flags() 
     engine = [row["function"] for row in head["steady"]["top_engine"]]
     assert engine[0] == "scheduler.Scheduler.schedule" and len(engine) == 3
     assert len(base["cold"]["top_self"]) == 3
+
+
+def test_decision_count_counts_first_decisions_alone_when_asked() -> None:
+    if not native.STATE.compiled:
+        pytest.skip(f"the engine runs from source: {native.STATE.reason}")
+    result = run_bench("decision_count.py", "--cold-only")
+    head = result["head"]
+    assert "steady" not in head and "against" not in result
+    assert head["cold"]["per_decision"] > 0 and 0 < head["first_decisions"] <= result["requests"]
 
 
 @pytest.mark.parametrize("flag", [("--clusters", "0"), ("--jobs", "9"), ("--delta-rate", "nan"),
