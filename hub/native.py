@@ -51,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "hub.fleet.fit",
     "hub.fleet.nodes",
     "hub.fleet.view",
+    "hub.placement.bestfirst",
     "hub.placement.cache",
     "hub.placement.ranking",
     "hub.placement.scheduler",

@@ -15,19 +15,20 @@ The scheduler tells it which clusters it re-judged (``leave``, ``join``, ``updat
 column's summary moved (the heaviest cluster left, a lower model became feasible). The
 arithmetic is the same as the full path's, in the same order, so totals are bit-identical.
 
-``best`` answers the selection without a scan: a heap of (-total, index) entries, one pushed
-per recomputed total, stale ones dropped when they reach the top (their cluster left or its
-total moved); rebuilt when a summary moved or stale entries pile up. Ties go to the lowest
-index, i.e. the first cluster name, as the full path's ``totals.index(max(totals))``.
+``best`` answers the selection without a scan: a heap of (total, index) entries
+(``hub.placement.bestfirst``), one pushed per recomputed total, stale ones dropped when they
+reach the top (their cluster left or its total moved); rebuilt when a summary moved or stale
+entries pile up. Ties go to the lowest index, i.e. the first cluster name, as the full
+path's ``totals.index(max(totals))``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from heapq import heapify, heappop, heappush
 from itertools import compress
 from typing import Final
 
+from hub.placement.bestfirst import BestFirst
 from hub.placement.framework import MAX_SCORE, MIN_SCORE, ColumnNormalizer
 
 Column = tuple[int, float, ColumnNormalizer]   # score index, weight, its normalizer
@@ -52,7 +53,7 @@ class Ranking:
         self._dirty: set[int] = set()
         self._renorm: set[int] = set()   # dirty ones whose normalized columns' raws moved
         self._moved = True   # the counts changed since the summaries were taken
-        self._heap: list[tuple[float, int]] = []
+        self._heap = BestFirst()
         self.totals = [0.0] * count   # valid for the clusters the table marks ok
         self.save: Callable[[int], None] | None = None   # called before a row changes
 
@@ -133,23 +134,16 @@ class Ranking:
         self._renorm.clear()
         totals, heap = self.totals, self._heap
         if moved or len(heap) > 2 * len(oks) + 64:
-            heap[:] = [(-totals[i], i) for i in compress(range(len(oks)), oks)]
-            heapify(heap)
+            heap.reset(totals, compress(range(len(oks)), oks))
         else:
             for i in due:
-                heappush(heap, (-totals[i], i))
+                heap.push(totals[i], i)
         return True
 
     def best(self, oks: Sequence[bool]) -> int | None:
         """The index of the highest total among ``oks`` (the lowest index of equals), after
         ``refresh``; None when no cluster is feasible."""
-        heap, totals = self._heap, self.totals
-        while heap:
-            negative, i = heap[0]
-            if oks[i] and totals[i] == -negative:
-                return i
-            heappop(heap)
-        return None
+        return self._heap.first(oks, self.totals)
 
     def aligned(self) -> dict[int, list[float]]:
         """Per normalized score index, every cluster's score (valid where the table is ok)."""
