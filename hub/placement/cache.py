@@ -64,7 +64,7 @@ class ShapeTable:
     )
 
     def __init__(
-        self, clusters: tuple[ClusterInfo, ...], positions: Mapping[str, int], fit_id: int,
+        self, clusters: tuple[ClusterInfo, ...], positions: dict[str, int], fit_id: int,
         seen: int,
     ) -> None:
         count = len(clusters)
@@ -91,12 +91,14 @@ class ShapeTable:
         """Indices to judge now (changed since ``seen``, or to redo); then current to now."""
         changed = fleet.changed_since(self.seen)
         self.seen = fleet.tick
-        if not changed and not self.redo:
-            return []
-        due, self.redo = self.redo, set()
         positions = self.positions
-        due.update(positions[c.name] for c in changed)
-        return sorted(due)
+        due = [positions[c.name] for c in changed]   # distinct: one entry a cluster
+        if self.redo:
+            due = sorted(self.redo.union(due))
+            self.redo = set()
+        else:
+            due.sort()
+        return due
 
     def lend(self, plugins: tuple[str, ...]) -> tuple[Mapping[str, Status], ScoreTable]:
         """This decision's statuses and (ranked) score table, read from the table's own

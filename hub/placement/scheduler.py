@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 
 _SHAPES_KEPT: Final = 1024
 _SUCCESS: Final = SUCCESS   # a C static, not a read of the module's dict
-_STATUS: Final = Status
 Base = tuple[str, TaskRequests, str]   # selector, requests, cluster constraints
 Shape = tuple[Base, tuple[Hashable, ...]]   # + what the plugins read of priority/failover
 FitKey = tuple[str, TaskRequests]
@@ -361,7 +360,7 @@ class Scheduler:
         for i, redo, was_ok, base in passed:
             raw = (self._raw_scores(ctx, req, clusters[i]) if redo is None
                    else self._some_scores(ctx, req, clusters[i], base, redo))
-            if isinstance(raw, _STATUS):
+            if not isinstance(raw, tuple):   # a C type check; a Status is a Python class
                 errors[clusters[i].name] = raw
                 table.forget(i)
                 if ranking is not None and was_ok:
