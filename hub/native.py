@@ -54,6 +54,7 @@ MODULES: tuple[str, ...] = (
     "hub.placement.bestfirst",
     "hub.placement.cache",
     "hub.placement.ranking",
+    "hub.placement.request",
     "hub.placement.scheduler",
     "hub.placement.plugins.accelerator_fit",
     "hub.placement.plugins.cluster_affinity",

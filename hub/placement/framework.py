@@ -6,7 +6,9 @@ one or more extension points - ``filter`` (may this cluster take the task?), ``s
 ``Status`` values with a named reason constant from the plugin's module; an exception inside
 a plugin is a bug, which the scheduler (``hub.placement.scheduler``) turns into an ``ERROR``
 status naming the plugin. Plugins are built by the registry (``hub.placement.registry``)
-from a ``Handle`` and listed, in order and with score weights, by a ``Profile``.
+from a ``Handle`` and listed, in order and with score weights, by a ``Profile``. The request
+they judge, ``PlacementRequest``, is defined in ``hub.placement.request`` (compiled with the
+engine) and exported here.
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar, cast, overload
+from typing import ClassVar, Final, Protocol, cast
 
-from fuyao.selector import Selector
-from fuyao.spec import TaskRequests
-from fuyao.taints import Toleration
 from hub.fleet import ClusterInfo, Fit, FleetView, Miss
+from hub.placement.request import PlacementRequest as PlacementRequest  # exported
 
 MAX_SCORE: Final = 100.0
 MIN_SCORE: Final = 0.0
@@ -49,69 +49,6 @@ class Status:
 
 SUCCESS = Status(Code.SUCCESS)
 """The one success status (plugins return it instead of building a new one)."""
-
-
-_T = TypeVar("_T")
-
-
-class Once(Generic[_T]):
-    """``functools.cached_property`` without its lock: the value is computed on first read
-    and kept in the instance's ``__dict__``, where later reads find it before this
-    descriptor. Python 3.11's ``cached_property`` takes a lock on each first read - about
-    4,600 instructions, read twice a placement decision (the scheduler's cache keys);
-    this takes about a third. Two threads reading at once may both compute the value
-    (the same text: harmless)."""
-
-    def __init__(self, func: Callable[[Any], _T]) -> None:
-        self.func = func
-        self.name = func.__name__
-        self.__doc__ = func.__doc__
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> Once[_T]: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
-
-    def __get__(self, instance: object | None, owner: type | None = None) -> _T | Once[_T]:
-        if instance is None:
-            return self
-        value = instance.__dict__[self.name] = self.func(instance)
-        return value
-
-
-@dataclass(frozen=True)
-class PlacementRequest:
-    """One task to place: its per-replica requests, node selector and scheduling flags.
-
-    ``failover`` (a re-placement after a cluster was lost) and ``priority`` at or above the
-    scheduler's threshold may use the headroom reserve; ``exclude`` names clusters not to use.
-    """
-
-    task_id: str
-    name: str
-    requests: TaskRequests
-    selector: Selector
-    priority: int = 0
-    failover: bool = False
-    exclude: frozenset[str] = frozenset()
-    cluster_selector: Selector | None = None                     # required cluster labels
-    cluster_preference: tuple[tuple[Selector, int], ...] = ()    # preferred, with weights
-    tolerations: tuple[Toleration, ...] = ()                     # cluster taints tolerated
-
-    @Once
-    def selector_key(self) -> str:
-        """The selector's canonical text (computed once; the index caches by it)."""
-        return str(self.selector)
-
-    @Once
-    def cluster_key(self) -> str:
-        """The cluster-level constraints as text (part of the scheduler's cache shape)."""
-        if self.cluster_selector is None and not self.cluster_preference and not self.tolerations:
-            return ""
-        prefs = ";".join(f"{w}:{s}" for s, w in self.cluster_preference)
-        tols = ";".join(t.model_dump_json() for t in self.tolerations)
-        return f"{self.cluster_selector or ''}|{prefs}|{tols}"
 
 
 class CycleState:
