@@ -53,6 +53,7 @@ MODULES: tuple[str, ...] = (
     "hub.fleet.view",
     "hub.placement.bestfirst",
     "hub.placement.cache",
+    "hub.placement.cyclestate",
     "hub.placement.ranking",
     "hub.placement.request",
     "hub.placement.scheduler",

@@ -7,8 +7,9 @@ one or more extension points - ``filter`` (may this cluster take the task?), ``s
 a plugin is a bug, which the scheduler (``hub.placement.scheduler``) turns into an ``ERROR``
 status naming the plugin. Plugins are built by the registry (``hub.placement.registry``)
 from a ``Handle`` and listed, in order and with score weights, by a ``Profile``. The request
-they judge, ``PlacementRequest``, is defined in ``hub.placement.request`` (compiled with the
-engine) and exported here.
+they judge, ``PlacementRequest``, and a decision's scratch, ``CycleState``, are defined in
+modules compiled with the engine (``hub.placement.request``, ``hub.placement.cyclestate``)
+and exported here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import ClassVar, Final, Protocol, cast
 
-from hub.fleet import ClusterInfo, Fit, FleetView, Miss
+from hub.fleet import ClusterInfo, Fit, FleetView
+from hub.placement.cyclestate import CycleState as CycleState  # exported
 from hub.placement.request import PlacementRequest as PlacementRequest  # exported
 
 MAX_SCORE: Final = 100.0
@@ -49,48 +51,6 @@ class Status:
 
 SUCCESS = Status(Code.SUCCESS)
 """The one success status (plugins return it instead of building a new one)."""
-
-
-class CycleState:
-    """Scratch for one placement decision, shared by its plugins (kube-scheduler's CycleState).
-
-    ``fits`` holds the NodeFit search result per cluster so Headroom, the scheduler and the
-    reserve step reuse it; ``feasible`` is set before scoring (clusters that passed every
-    filter); ``read``/``write`` hold anything else a plugin computes once per decision.
-    """
-
-    __slots__ = ("_data", "_feasible", "_list_feasible", "fits", "least_overqualified")
-
-    def __init__(self, least_overqualified: bool = False) -> None:
-        self.fits: dict[str, Fit | Miss] = {}
-        self.least_overqualified = least_overqualified
-        """The profile's ``model_choice``: the fit search's model order inside a cluster."""
-        self._feasible: Sequence[ClusterInfo] = ()
-        self._list_feasible: Callable[[], Sequence[ClusterInfo]] | None = None
-        self._data: dict[str, object] = {}
-
-    @property
-    def feasible(self) -> Sequence[ClusterInfo]:
-        """The clusters that passed every filter (set before scoring)."""
-        if self._list_feasible is not None:
-            self._feasible, self._list_feasible = self._list_feasible(), None
-        return self._feasible
-
-    @feasible.setter
-    def feasible(self, clusters: Sequence[ClusterInfo]) -> None:
-        self._feasible, self._list_feasible = clusters, None
-
-    def defer_feasible(self, lister: Callable[[], Sequence[ClusterInfo]]) -> None:
-        """Let ``feasible`` be what ``lister`` returns, listed only if a plugin reads it."""
-        self._list_feasible = lister
-
-    def read(self, key: str) -> object | None:
-        """A value a plugin wrote during this decision, or None."""
-        return self._data.get(key)
-
-    def write(self, key: str, value: object) -> None:
-        """Keep a value for the rest of this decision."""
-        self._data[key] = value
 
 
 @dataclass(frozen=True, slots=True)
