@@ -389,3 +389,25 @@ def test_a_cluster_removed_and_joined_again_is_judged_afresh() -> None:
     result = scheduler.schedule(place(selector="gpu-model=H100", gpu_milli=1000))
     assert result.reasons == {"a": "no node matches fuyao.io/gpu-model=H100",
                               "b": "no node matches fuyao.io/gpu-model=H100"}
+
+
+def test_a_result_is_a_frozen_value_whatever_way_it_was_built() -> None:
+    """``PlacementResult`` writes its fields itself (not the dataclass's ``__init__``): it
+    must still default, compare, hash, refuse assignment and copy as the dataclass did."""
+    from dataclasses import FrozenInstanceError, replace
+
+    from hub.placement.result import PlacementResult
+
+    plain = PlacementResult("c", ("n0",), None, "A100")
+    named = PlacementResult(cluster="c", nodes=("n0",), model="A100",
+                            statuses={"c": SUCCESS})
+    assert plain == named and hash(plain) == hash(named)
+    assert plain.statuses == {} and plain.statuses is not PlacementResult("c", ()).statuses
+    assert not plain.table.clusters and plain.fit == Fit(("n0",), "A100")
+    assert named.reasons == {} and repr(plain) == (
+        "PlacementResult(cluster='c', nodes=('n0',), error=None, model='A100')")
+    with pytest.raises(FrozenInstanceError):
+        plain.cluster = "d"  # type: ignore[misc]
+    moved = replace(named, cluster="d")
+    assert (moved.cluster, moved.nodes, moved.model, moved.statuses) == (
+        "d", ("n0",), "A100", {"c": SUCCESS})
