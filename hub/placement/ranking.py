@@ -24,7 +24,7 @@ path's ``totals.index(max(totals))``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from itertools import compress
 from typing import Final
 
@@ -38,8 +38,8 @@ _UNSET: Final = object()
 class Ranking:
     """Normalized scores and totals of one shape table's clusters, kept current."""
 
-    __slots__ = ("_columns", "_counts", "_dirty", "_heap", "_moved", "_norms", "_renorm",
-                 "_summaries", "_tallies", "save", "totals")
+    __slots__ = ("_aligned", "_columns", "_counts", "_dirty", "_heap", "_moved", "_norms",
+                 "_renorm", "_summaries", "_tallies", "save", "totals")
 
     def __init__(self, count: int, columns: Sequence[Column]) -> None:
         self._columns = tuple(columns)
@@ -50,6 +50,9 @@ class Ranking:
                               in zip(self._columns, self._counts, strict=True))
         self._summaries: list[Hashable] = [_UNSET] * len(self._columns)
         self._norms = [[0.0] * count for _ in self._columns]
+        # per normalized score index, its column: the same lists, changed in place
+        self._aligned = {column[0]: norms for column, norms in zip(
+            self._columns, self._norms, strict=True)}
         self._dirty: set[int] = set()
         self._renorm: set[int] = set()   # dirty ones whose normalized columns' raws moved
         self._moved = True   # the counts changed since the summaries were taken
@@ -145,9 +148,11 @@ class Ranking:
         ``refresh``; None when no cluster is feasible."""
         return self._heap.first(oks, self.totals)
 
-    def aligned(self) -> dict[int, list[float]]:
-        """Per normalized score index, every cluster's score (valid where the table is ok)."""
-        return {j: norms for (j, _, _), norms in zip(self._columns, self._norms, strict=True)}
+    def aligned(self) -> Mapping[int, list[float]]:
+        """Per normalized score index, every cluster's score (valid where the table is ok):
+        one mapping for the ranking's life, its columns changed in place - as the lists a
+        decision reads of the table are (a ``Journal`` keeps the rows they had)."""
+        return self._aligned
 
     def _compute(
         self, indices: Sequence[int], raws: Sequence[tuple[float, ...]],

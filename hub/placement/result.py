@@ -87,8 +87,9 @@ class ScoreTable:
     ) -> ScoreTable:
         """A table over the clusters where ``oks`` is True (every list aligned with names);
         ``before``: rows changed since, as they were (status, ok, raws, total, normalized)."""
-        table = cls(plugins)
-        table._parts, table._aligned = None, (names, oks, raws, normalized, totals, before)
+        table = cls.__new__(cls)   # once a decision: not through __init__'s defaults
+        table.plugins, table._parts, table._columns = plugins, None, None
+        table._aligned = (names, oks, raws, normalized, totals, before)
         return table
 
     def _read(self) -> _Parts:
