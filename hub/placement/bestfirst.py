@@ -9,7 +9,7 @@ parallel ``list[float]`` / ``list[int]`` box a value on every store and were no 
 ``heapq``; entries of a compiled class took 3% fewer instructions than these tuples but are
 objects the collector tracks for their whole life (a tuple of a float and an int it stops
 tracking at its first pass) - tens of thousands of them in a 1,000-cluster fleet's
-rankings - and ran 1,000 x 1,000 at 0.91-0.94x the rate these do. Which entries it holds,
+rankings - and ran 1,000 x 1,000 at 0.84-0.94x the rate these do. Which entries it holds,
 and so which one comes first, is the same.
 """
 
