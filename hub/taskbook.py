@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from fuyao.errors import Conflict, FuyaoError, NotFound
 from fuyao.spec import TaskSpec, TaskState
@@ -29,6 +28,7 @@ from hub.activetask import (
     UNBOUND_PHASES,
     ActiveTask,
     Command,
+    Snapshot,
     cancel_command,
     restore,
     snapshot,
@@ -47,12 +47,14 @@ from hub.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
+PLACED, QUEUED = TaskState.PLACED.value, TaskState.QUEUED.value   # as the store keeps them
+
 
 class Staged:
     """One placement cycle applied in memory, its commit queued (``TaskBook.stage``)."""
 
     def __init__(self, book: TaskBook, done: asyncio.Future[None] | None,
-                 commands: list[Command], undo: list[tuple[ActiveTask, dict[str, Any]]]) -> None:
+                 commands: list[Command], undo: list[tuple[ActiveTask, Snapshot]]) -> None:
         self.book, self.done, self.commands, self.undo = book, done, commands, undo
 
     async def durable(self) -> list[Command]:
@@ -238,32 +240,32 @@ class TaskBook:
         events: list[EventRecord] = []
         placements: list[PlacementRecord] = []
         commands: list[Command] = []
-        undo: list[tuple[ActiveTask, dict[str, Any]]] = []
+        undo: list[tuple[ActiveTask, Snapshot]] = []
         for task, result in placed:
-            assert result.cluster is not None
+            cluster = result.cluster
+            assert cluster is not None
             undo.append((task, snapshot(task)))
-            task.state = TaskState.PLACED
-            task.cluster = result.cluster
-            task.node = None
-            task.generation += 1
-            task.failover = False
-            task.unschedulable_since = None
-            task.reasons = {}
-            task.scores = score_records(result)
+            generation, scores = task.generation + 1, score_records(result)
+            reasons: dict[str, str] = {}
             best = _total(result)
-            score = f" (score {best:.1f})" if best is not None else ""
-            task.message = f"placed on {result.cluster}{score}"
-            task.updated_at = now
-            updates.append(task_update(task, "state", "cluster", "node", "generation", "reasons",
-                                   "scores", "message", "updated_at"))
-            events.append(EventRecord(task.id, now, "Placed", task.message, task.cluster,
-                                      task.generation))
-            placements.append(PlacementRecord(task.id, result.cluster, task.generation, now,
+            message = (f"placed on {cluster} (score {best:.1f})" if best is not None
+                       else f"placed on {cluster}")
+            # Set and written at once (``assign``, the update's dict built here): the same
+            # as setting each field and ``task_update``, at a fraction of the calls.
+            task.assign({"state": TaskState.PLACED, "cluster": cluster, "node": None,
+                         "generation": generation, "failover": False,
+                         "unschedulable_since": None, "reasons": reasons, "scores": scores,
+                         "message": message, "updated_at": now})
+            updates.append(TaskUpdate(task.id, {
+                "state": PLACED, "cluster": cluster, "node": None, "generation": generation,
+                "reasons": reasons, "scores": scores, "message": message, "updated_at": now}))
+            events.append(EventRecord(task.id, now, "Placed", message, cluster, generation))
+            placements.append(PlacementRecord(task.id, cluster, generation, now,
                                               list(result.nodes)))
-            msg = pb.HubMessage(place=pb.PlaceTask(task_id=task.id, generation=task.generation,
+            msg = pb.HubMessage(place=pb.PlaceTask(task_id=task.id, generation=generation,
                                                    name=task.name,
                                                    workload=workload_of(task, result.model)))
-            commands.append((result.cluster, msg))
+            commands.append((cluster, msg))
         for task, result in waiting:
             message = result.error.message if result.error else "no cluster available"
             if message == task.message and result.reasons == task.reasons:
@@ -378,10 +380,15 @@ class TaskBook:
         """``requeue`` for many tasks in ONE store write (a lost cluster's batch): all of
         them are re-queued, or, if the write fails, none (each as it was; the error raised)."""
         commands: list[Command] = []
-        moved: list[tuple[ActiveTask, dict[str, Any]]] = []
+        moved: list[tuple[ActiveTask, Snapshot]] = []
         updates: list[TaskUpdate] = []
         events: list[EventRecord] = []
         now = utcnow()
+        changes = {"state": TaskState.QUEUED, "cluster": None, "node": None,
+                   "failover": failover, "unschedulable_since": None, "dispatched_at": None,
+                   "message": reason, "saving": True, "updated_at": now}
+        stored = {"state": QUEUED, "cluster": None, "node": None, "message": reason,
+                  "updated_at": now}
         for task in tasks:
             if task.state.terminal or task.saving:
                 continue
@@ -389,15 +396,8 @@ class TaskBook:
                 commands.append(cancel_command(task.cluster, task.id, task.generation, reason,
                                                grace))
             moved.append((task, snapshot(task)))
-            task.state = TaskState.QUEUED
-            task.cluster = task.node = None
-            task.failover = failover
-            task.unschedulable_since = task.dispatched_at = None
-            task.message = reason
-            task.saving = True
-            task.updated_at = now
-            updates.append(task_update(task, "state", "cluster", "node", "message",
-                                       "updated_at"))
+            task.assign(changes)
+            updates.append(TaskUpdate(task.id, dict(stored)))
             events.append(EventRecord(task.id, now, kind, reason, None, task.generation))
         if not moved:
             return []

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuyao.spec import TaskSpec, TaskState
-from hub.activetask import ActiveTask
+from hub.activetask import ActiveTask, restore, snapshot
 from hub.taskindex import ActiveTasks
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
@@ -43,6 +43,11 @@ step = st.one_of(
     st.tuples(st.just("cluster"), st.integers(0, 9), st.sampled_from(CLUSTERS)),
     st.tuples(st.just("unschedulable"), st.integers(0, 9), st.sampled_from([None, 1.0])),
     st.tuples(st.just("queue"), st.integers(0, 9), st.sampled_from(["default", "a", "b"])),
+    st.tuples(st.just("assign"), st.integers(0, 9), st.fixed_dictionaries({}, optional={
+        "state": st.sampled_from(STATES), "cluster": st.sampled_from(CLUSTERS),
+        "unschedulable_since": st.sampled_from([None, 1.0]),
+        "queue": st.sampled_from(["default", "a", "b"]), "message": st.sampled_from(["", "m"]),
+    })),
     st.tuples(st.just("ask"), st.integers(0, 9)),
     st.tuples(st.just("aside"), st.integers(0, 9)),
     st.tuples(st.just("restore"), st.integers(0, 9)),
@@ -69,6 +74,8 @@ def _apply(tasks: ActiveTasks, kind: str, key: str, value: object) -> None:
     elif kind in ("state", "cluster", "unschedulable", "queue") and key in tasks:
         field = "unschedulable_since" if kind == "unschedulable" else kind
         setattr(tasks[key], field, value)
+    elif kind == "assign" and key in tasks:
+        tasks[key].assign(value)   # type: ignore[arg-type]   # several fields at once
 
 
 def _filing(task: ActiveTask) -> tuple[object, ...]:
@@ -183,3 +190,34 @@ def test_new_tasks_that_interleave_with_the_queue_are_merged_in_order() -> None:
     assert _ids(tasks) == {"default": ["a", "b", "c"]}
     tasks["x"], tasks["y"] = _task("x", 0, 2), _task("y", 0, 4)
     assert _ids(tasks) == {"default": ["a", "x", "b", "y", "c"]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "state": st.sampled_from(STATES), "cluster": st.sampled_from(CLUSTERS),
+    "generation": st.integers(0, 3), "message": st.text(max_size=3),
+    "reasons": st.dictionaries(st.sampled_from(["c0", "c1"]), st.text(max_size=3)),
+    "saving": st.booleans(), "failover": st.booleans()}))
+def test_assign_is_setting_each_field_with_one_call_of_the_watcher(
+        changes: dict[str, object]) -> None:
+    one, each = _task("a"), _task("a")
+    calls: list[str] = []
+    one.watch(lambda: calls.append("assign"))
+    one.assign(changes)
+    for name, value in changes.items():
+        setattr(each, name, value)
+    assert one == each
+    watched = {"state", "cluster", "generation", "queue", "unschedulable_since"}
+    assert calls == (["assign"] if watched & set(changes) else [])
+
+
+def test_restore_puts_back_what_a_snapshot_took_and_files_the_task_again() -> None:
+    tasks = ActiveTasks({"a": _task("a")})
+    task = tasks["a"]
+    snap = snapshot(task)
+    task.assign({"state": TaskState.PLACED, "cluster": "c0", "generation": 1,
+                 "reasons": {"c1": "full"}, "message": "placed on c0"})
+    assert tasks.on_cluster("c0") == [task] and tasks.queued() == []
+    restore(task, snap)
+    assert task == _task("a")
+    assert tasks.on_cluster("c0") == [] and tasks.queued() == [task]
