@@ -405,9 +405,10 @@ class Store(IdentityStore, QueueRows):
         task_values = [[convert.task_values(t) for t in n.tasks] for n in new]
         values = [v for vs in task_values for v in vs]
         new_events = [e for n in new for e in n.events]
-        merged = _merge_updates(updates)
-        event_values = [convert.event_values(e) for e in (*new_events, *events)]
-        placement_values = [convert.placement_values(p) for p in placements]
+        to_utc = convert.utc_memo()
+        merged = _merge_updates(updates, to_utc)
+        event_values = [convert.event_values(e, to_utc) for e in (*new_events, *events)]
+        placement_values = [convert.placement_values(p, to_utc) for p in placements]
         audits = [n.audit for n in new if n.audit is not None]
         seq_of: dict[str, int] = {}
         if values or merged or event_values or placement_values or audits:
@@ -419,9 +420,13 @@ class Store(IdentityStore, QueueRows):
                     inserted = conn.execute(_INSERT_TASKS, values)
                     seq_of = {task_id: int(seq) for task_id, seq in inserted}
                 by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+                group_of: dict[tuple[str, ...], list[dict[str, Any]]] = {}   # by key order
                 for task_id, changes in merged.items():
-                    by_keys.setdefault(tuple(sorted(changes)), []).append(
-                        {"_task_id": task_id, **changes})
+                    keys = tuple(changes)
+                    group = group_of.get(keys)
+                    if group is None:
+                        group = group_of[keys] = by_keys.setdefault(tuple(sorted(keys)), [])
+                    group.append({"_task_id": task_id, **changes})
                 updated = 0
                 for params in by_keys.values():
                     updated += self._bulk.execute(conn, "update task", _UPDATE_TASK, params)
@@ -453,13 +458,26 @@ class Store(IdentityStore, QueueRows):
             return [convert.placement_record(r) for r in s.exec(query).all()]
 
 
-def _merge_updates(updates: Iterable[TaskUpdate]) -> dict[str, dict[str, Any]]:
-    """Updates per task id, merged in order; keys and timestamps checked."""
+def _merge_updates(updates: Iterable[TaskUpdate],
+                   to_utc: Callable[[datetime, str], datetime] = convert.utc,
+                   ) -> dict[str, dict[str, Any]]:
+    """Updates per task id, merged in order; keys (once per set of keys: a commit's
+    thousands of updates have a few) and timestamps (in UTC through ``to_utc``) checked."""
     merged: dict[str, dict[str, Any]] = {}
+    checked: set[tuple[str, ...]] = set()
     for update in updates:
-        convert.check_keys(update.changes, TASK_UPDATE_FIELDS, "task")
-        changes = convert.normalize_times(update.changes, ("updated_at",))
-        merged.setdefault(update.task_id, {}).update(changes)
+        changes = update.changes
+        keys = tuple(changes)
+        if keys not in checked:
+            convert.check_keys(changes, TASK_UPDATE_FIELDS, "task")
+            checked.add(keys)
+        into = merged.get(update.task_id)
+        if into is None:
+            into = merged[update.task_id] = {}
+        into.update(changes)
+        at = changes.get("updated_at")
+        if at is not None:
+            into["updated_at"] = to_utc(at, "updated_at")
     return {task_id: changes for task_id, changes in merged.items() if changes}
 
 

@@ -141,6 +141,11 @@ def test_a_task_id_repeated_in_a_batch_stores_nothing(store: Store) -> None:
         pytest.param({"name": "renamed"}, "name", id="not-updatable"),
         pytest.param({"seq": 9}, "seq", id="seq-is-the-stores"),
         pytest.param({"updated_at": T0.replace(tzinfo=None)}, "no timezone", id="naive-time"),
+        # The same keys as a good update before it: each update's values are still checked.
+        pytest.param({"state": "Running", "updated_at": T0.replace(tzinfo=None)}, "no timezone",
+                     id="naive-time-keys-seen"),
+        pytest.param({"updated_at": T0, "state": "Running", "seq": 9}, "seq",
+                     id="not-updatable-among-seen-keys"),
     ],
 )
 def test_bad_updates_are_rejected_and_change_nothing(
@@ -148,7 +153,9 @@ def test_bad_updates_are_rejected_and_change_nothing(
 ) -> None:
     store.add_tasks([task("a")], [])
     with pytest.raises(InvalidInput, match=wanted):
-        store.apply([TaskUpdate("id-a", {"state": "Placed"}), TaskUpdate("id-a", changes)])
+        store.apply([TaskUpdate("id-a", {"state": "Placed"}),
+                     TaskUpdate("id-a", {"state": "Placed", "updated_at": T0}),
+                     TaskUpdate("id-a", changes)])
     assert store.get_task("a") == store.list_tasks()[0]
     assert store.get_task("a").state == "Queued"
 
@@ -164,6 +171,21 @@ def test_events_are_ordered_by_time_then_insertion(store: Store) -> None:
     assert [e.message for e in events] == ["late report of 5", "first at 10", "second at 10",
                                            "at 20"]
     assert (events[0].cluster, events[0].generation) == ("east", 1)
+
+
+def test_one_commits_times_in_any_zone_are_stored_as_the_same_utc_instant(store: Store) -> None:
+    """A commit converts each distinct time once (``convert.utc_memo``): an equal instant
+    given in another zone, or another instant, is still its own UTC time."""
+    store.add_tasks([task("a")], [])
+    east = timezone(timedelta(hours=8))
+    store.apply(events=[EventRecord("id-a", at(10), "Placed", "utc"),
+                        EventRecord("id-a", at(10).astimezone(east), "Running", "east"),
+                        EventRecord("id-a", at(11).astimezone(east), "Succeeded", "later")],
+                placements=[PlacementRecord("id-a", "c0", 1, at(10).astimezone(east), [])])
+    assert [(e.at, e.message) for e in store.task_events("id-a")] == [
+        (at(10), "utc"), (at(10), "east"), (at(11), "later")]
+    assert store.placements("id-a")[0].at == at(10)
+    assert store.placements("id-a")[0].at.utcoffset() == timedelta(0)
 
 
 def test_placements_keep_every_generation(store: Store) -> None:
