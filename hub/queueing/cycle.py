@@ -131,6 +131,8 @@ class Cycle:
         if stopping is not None:     # its preempted copy may still run: never two at once
             self.holds[task.id] = stopping
             return None
+        if not lane.state.limits and not lane.state.cluster_limits:
+            return task.request()    # no quota to hold it or to exclude a cluster
         need = demand(task.request().requests)
         why = (quota_hold(lane.state, self.owner.states(), self.usage, need)
                if lane.state.limits else None)
