@@ -21,7 +21,7 @@ section, "Sixteenth pass").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hub.placement.result import PlacementResult
@@ -37,9 +37,28 @@ def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[A
     in ``reasons`` too), so what a placement stores does not grow with the fleet. Only the
     kept rows are read from the table.
     """
+    return _records(result, result.table.parts(), limit)
+
+
+def placed_scores(result: PlacementResult,
+                  limit: int = SCORE_RECORDS) -> tuple[list[Any], float | None]:
+    """``score_records`` and the chosen cluster's total score (None if it is not in the
+    table), the table read once: what a placement stores and its message shows."""
+    parts = result.table.parts()
+    clusters, totals = parts[0], parts[3]
+    best: float | None = None
+    if result.cluster is not None and result.cluster in clusters:
+        best = totals[clusters.index(result.cluster)]
+    return _records(result, parts, limit), best
+
+
+def _records(result: PlacementResult, parts: tuple[Sequence[str], Sequence[Sequence[float]],
+                                                  Mapping[int, Sequence[float]],
+                                                  Sequence[float]],
+             limit: int) -> list[Any]:
     table, statuses = result.table, result.statuses
-    clusters, rows, totals = table.clusters, table.rows, table.totals
-    swaps = list(table.normalized.items())
+    clusters, rows, normalized, totals = parts
+    swaps = list(normalized.items())
 
     def scored(name: str, i: int) -> list[Any]:
         values = list(rows[i])

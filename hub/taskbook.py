@@ -39,7 +39,7 @@ from hub.clusters import utcnow
 from hub.fleet import FleetView
 from hub.placement import memshare
 from hub.placement.result import PlacementResult
-from hub.scorerows import score_records
+from hub.scorerows import placed_scores, score_records
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
 from hub.store.records import AuditRecord
 from hub.taskindex import ActiveTasks
@@ -74,15 +74,6 @@ class Staged:
         for task, _ in self.undo:
             task.dispatched_at = sent
         return self.commands
-
-
-def _total(result: PlacementResult) -> float | None:
-    """The chosen cluster's total score, read off the score table (building every
-    cluster's verdict just for this one number took ~8% of the hub in the e2e bench)."""
-    clusters = result.table.clusters
-    if result.cluster is None or result.cluster not in clusters:
-        return None
-    return result.table.totals[list(clusters).index(result.cluster)]
 
 
 def submit_records(specs: Sequence[TaskSpec],
@@ -245,9 +236,10 @@ class TaskBook:
             cluster = result.cluster
             assert cluster is not None
             undo.append((task, snapshot(task)))
-            generation, scores = task.generation + 1, score_records(result)
-            reasons: dict[str, str] = {}
-            best = _total(result)
+            # The chosen cluster's total read off the score table (building every cluster's
+            # verdict just for this one number took ~8% of the hub in the e2e bench).
+            scores, best = placed_scores(result)
+            generation, reasons = task.generation + 1, dict[str, str]()
             message = (f"placed on {cluster} (score {best:.1f})" if best is not None
                        else f"placed on {cluster}")
             # Set and written at once (``assign``, the update's dict built here): the same

@@ -116,6 +116,12 @@ class ScoreTable:
         """Pick the feasible entries out now (and let go of the lists it was built on)."""
         self._read()
 
+    def parts(self) -> tuple[Sequence[str], Sequence[Sequence[float]],
+                             Mapping[int, Sequence[float]], Sequence[float]]:
+        """``(clusters, rows, normalized, totals)`` in one call (what the four properties
+        give one by one)."""
+        return self._read()
+
     @property
     def clusters(self) -> Sequence[str]:
         """The feasible clusters, in name order."""

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hub.fleet import FleetView
 from hub.placement import Scheduler
-from hub.scorerows import expand, score_records
+from hub.scorerows import expand, placed_scores, score_records
 from hub.store.jsontext import dumps
 
 from .builders import fleet_of, node, place
@@ -31,6 +31,20 @@ def test_up_to_twenty_clusters_every_verdict_is_stored_as_the_scheduler_gave_it(
         frees: list[int], gpus: int) -> None:
     result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=gpus * 1000))
     assert expand(score_records(result)) == [s.model_dump(mode="json") for s in result.scores]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=1, max_size=40), st.integers(1, 4))
+def test_a_placement_stores_the_same_rows_and_shows_its_clusters_total(
+        frees: list[int], gpus: int) -> None:
+    """``placed_scores``: the rows ``score_records`` stores, and the chosen cluster's total
+    as its verdict gives it (None when nothing fit)."""
+    result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=gpus * 1000))
+    rows, best = placed_scores(result)
+    assert rows == score_records(result)
+    chosen = [v.score for v in result.verdicts if v.cluster == result.cluster]
+    assert best == (chosen[0] if chosen else None)
+    assert (best is None) == (result.cluster is None)
 
 
 def test_beyond_the_limit_the_best_fitting_clusters_are_kept_best_first() -> None:
