@@ -19,6 +19,7 @@ before.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -52,9 +53,27 @@ class _Compiled:
             if process is not None and name in self.timestamps:
                 process = _once_per_value(process)
             steps.append((name, process))
-        if self.positional:
-            return [tuple(p[n] if f is None else f(p[n]) for n, f in steps) for p in params]
-        return [{n: p[n] if f is None else f(p[n]) for n, f in steps} for p in params]
+        if not self.positional:
+            return [{n: p[n] if f is None else f(p[n]) for n, f in steps} for p in params]
+        # The values taken in one C call (``itemgetter``), then only the columns with a
+        # bind processor rewritten: a row's Python is its processed columns, not all.
+        take = itemgetter(*self.names)
+        processed = [(i, f) for i, (_, f) in enumerate(steps) if f is not None]
+        if len(self.names) == 1:
+            return [(_one(f, p[n]),) for p in params for n, f in steps]
+        if not processed:
+            return [take(p) for p in params]
+        out: list[Any] = []
+        for p in params:
+            row = list(take(p))
+            for i, f in processed:
+                row[i] = f(row[i])
+            out.append(tuple(row))
+        return out
+
+
+def _one(process: Process | None, value: Any) -> Any:
+    return value if process is None else process(value)
 
 
 def _once_per_value(process: Process) -> Process:

@@ -7,8 +7,11 @@ from datetime import timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
+from hub.store.bulk import _Compiled
 from hub.store.tables import TABLES
 from tests.store.make import at, task
 
@@ -68,3 +71,22 @@ def test_apply_stores_what_sqlalchemy_stores(store: Store) -> None:
             bulk, plain = stored("b"), stored("s")
         assert len(bulk) == 6
         assert bulk == plain, table.name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["state", "cluster", "node", "generation", "reasons", "scores",
+                                 "message", "updated_at"]), unique=True, max_size=8),
+       st.integers(1, 4))
+def test_each_row_is_every_value_through_its_columns_processor(
+        keys: list[str], count: int) -> None:
+    """Any set of columns (none, one, some with a bind processor, a timestamp shared by the
+    rows): a row holds each value in the statement's order, processed where its column has
+    a processor - what ``test_apply_stores_what_sqlalchemy_stores`` holds to SQLAlchemy."""
+    engine = sa.create_engine("sqlite://")
+    params = [{"_task_id": f"id-{i}", **{k: _changes(i)[k] for k in keys}} for i in range(count)]
+    with engine.connect() as conn:
+        compiled = _Compiled(conn, sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id")),
+                             list(params[0]))
+    expected = [tuple(p[n] if compiled.processors.get(n) is None else compiled.processors[n](p[n])
+                      for n in compiled.names) for p in params]
+    assert compiled.rows(params) == expected
