@@ -2,7 +2,7 @@
 
 ``ActiveTask`` is the mutable working copy of a task that has not ended; ``TaskBook``
 (``hub.taskbook``) owns them and persists every change. The helpers build what is sent to
-agents (``workload_of``, ``cancel_command``) and what is written to the store
+agents (``place_command``, ``cancel_command``) and what is written to the store
 (``task_update``; a placement's stored scores are ``hub.scorerows``'), and snapshot a task
 so a failed write can be undone.
 """
@@ -208,28 +208,44 @@ def member_selector(selector: str, model: str | None, gpu_milli: int) -> str:
     return f"{selector}, {pin}" if selector.strip() else pin
 
 
+def workload_fields(task: ActiveTask, model: str | None = None) -> dict[str, Any]:
+    """The member-side description of a task's workload, as ``pb.TaskWorkload``'s fields;
+    ``model`` is the accelerator model of the hub's fit, pinned in the selector (see
+    ``member_selector``)."""
+    req, spec = task.requests(), task.spec
+    return {
+        "image": spec.image, "command": spec.command, "cpu_milli": req.cpu_milli,
+        "memory_mib": req.memory_mib, "gpu_milli": req.gpu_milli,
+        "gpu_memory_mib": req.gpu_memory_mib, "gpu_mem_mib": req.gpu_mem_mib,
+        "selector": member_selector(spec.effective_selector(), model,
+                                    req.gpu_milli or req.gpu_mem_mib),
+        "replicas": spec.replicas, "duration_seconds": spec.duration_seconds(),
+        "priority": task.priority, "failover": spec.failover,
+    }
+
+
 def workload_of(task: ActiveTask, model: str | None = None) -> pb.TaskWorkload:
-    """The member-side description of a task's workload; ``model`` is the accelerator model
-    of the hub's fit, pinned in the selector (see ``member_selector``)."""
-    req = task.requests()
-    return pb.TaskWorkload(
-        image=task.spec.image, command=list(task.spec.command), cpu_milli=req.cpu_milli,
-        memory_mib=req.memory_mib, gpu_milli=req.gpu_milli, gpu_memory_mib=req.gpu_memory_mib,
-        gpu_mem_mib=req.gpu_mem_mib,
-        selector=member_selector(task.spec.effective_selector(), model,
-                                 req.gpu_milli or req.gpu_mem_mib),
-        replicas=task.spec.replicas, duration_seconds=task.spec.duration_seconds(),
-        priority=task.priority, failover=task.spec.failover,
-    )
+    """``workload_fields`` as the message."""
+    return pb.TaskWorkload(**workload_fields(task, model))
+
+
+# The commands below are built from dicts in one constructor call: a message built from
+# nested message objects is copied into its parent, field by field, at each level (a
+# PlaceTask that way took 1.7x the CPU, a CancelTask 1.5x; a failover builds 10,000 of each).
+
+def place_command(task: ActiveTask, cluster: str, model: str | None = None) -> Command:
+    """A PlaceTask of ``task``'s current generation on ``cluster`` (``model``: the fit's)."""
+    return (cluster, pb.HubMessage(place={
+        "task_id": task.id, "generation": task.generation, "name": task.name,
+        "workload": workload_fields(task, model)}))
 
 
 def cancel_command(cluster: str, task_id: str, generation: int, reason: str,
                    grace: int = 0) -> Command:
     """A CancelTask for every copy of ``task_id`` up to ``generation`` on ``cluster``
     (``grace``: seconds the member lets it stop; 0 = the member's default)."""
-    msg = pb.HubMessage(cancel=pb.CancelTask(task_id=task_id, generation=generation,
-                                             reason=reason, grace_seconds=grace))
-    return (cluster, msg)
+    return (cluster, pb.HubMessage(cancel={"task_id": task_id, "generation": generation,
+                                           "reason": reason, "grace_seconds": grace}))
 
 
 def task_update(task: ActiveTask, *fields: str) -> TaskUpdate:

@@ -30,10 +30,10 @@ from hub.activetask import (
     Command,
     Snapshot,
     cancel_command,
+    place_command,
     restore,
     snapshot,
     task_update,
-    workload_of,
 )
 from hub.clusters import utcnow
 from hub.fleet import FleetView
@@ -254,10 +254,7 @@ class TaskBook:
             events.append(EventRecord(task.id, now, "Placed", message, cluster, generation))
             placements.append(PlacementRecord(task.id, cluster, generation, now,
                                               list(result.nodes)))
-            msg = pb.HubMessage(place=pb.PlaceTask(task_id=task.id, generation=generation,
-                                                   name=task.name,
-                                                   workload=workload_of(task, result.model)))
-            commands.append((cluster, msg))
+            commands.append(place_command(task, cluster, result.model))
         for task, result in waiting:
             message = result.error.message if result.error else "no cluster available"
             if message == task.message and result.reasons == task.reasons:
