@@ -43,7 +43,12 @@ from contextlib import contextmanager
 
 from hub.fleet import collector_paused
 
-YOUNG = 20_000   # net new container objects before a young collection (default 700)
+# Net new container objects before a young collection (default 700). 50,000 since
+# 2026-12-07: a 10,000-task failover leaves ~24 objects a task alive while its commits are
+# in flight, and at 20,000 the young passes walked them every ~1,000 placements; in five
+# alternated runs of failover_bench 0.97x the time (median 1.080 against 1.116 s, 100,000
+# no better), the e2e bench's hub CPU the same (docs/reliability.md, twenty-sixth session).
+YOUNG = 50_000
 MIDDLE = 20      # young collections before a middle one (default 10)
 OLD = 10         # middle collections before a full one is considered (default 10)
 FREEZE_NODES = 1_000   # an inventory at least this large is frozen once filed
