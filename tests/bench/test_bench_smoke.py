@@ -195,6 +195,7 @@ def test_failover_bench_re_places_a_lost_members_running_tasks_with_the_loop_run
     [run] = result["runs"]
     assert run["tasks"] == run["moved"] == 200
     assert 0 <= run["evicted_s"] <= run["wall_s"] and run["wall_s"] > 0
+    assert run["evicted_s"] < run["staged_s"] <= run["wall_s"]   # decided after, durable later
     assert run["cpu_s"] >= run["loop_cpu_s"] > 0
     assert run["cpu_per_wall"] > 0
     assert result["engine"] == str(native.STATE)
