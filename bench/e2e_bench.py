@@ -332,11 +332,19 @@ def machine_share(before: dict[str, float], after: dict[str, float],
 
 
 def _stat(path: str, tick: int) -> tuple[str, float]:
-    """A ``/proc`` stat file's command name and CPU seconds (user + system)."""
+    """A ``/proc`` stat file's command name and CPU seconds: the scheduler's own count in
+    nanoseconds (``schedstat`` beside it) where the kernel keeps one, else user + system in
+    clock ticks - 10 ms apart, so a quiet process over a short phase could read 0 (the CI
+    size's members once did)."""
     with open(path) as f:
         stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / tick
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    try:
+        with open(path.removesuffix("stat") + "schedstat") as f:
+            return name, int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = stat[stat.rindex(")") + 2:].split()
+        return name, (int(fields[11]) + int(fields[12])) / tick
 
 
 def cpu_ms_per_task(before: dict[str, float], after: dict[str, float],
