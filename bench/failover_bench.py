@@ -92,8 +92,8 @@ def _settled(hub: Hub, lost: list[ActiveTask]) -> bool:
     The tasks are looked at only while the loop is idle, and one by one: asking the hub's
     index (``ActiveTasks.states``, as this bench did until 2026-12-07) makes it refile every
     task changed since it was last asked - work a live hub does at its next cycle or
-    ``/metrics`` scrape - so every poll put some of it inside the timed window (about 50 ms
-    of a 10,000-task failover)."""
+    ``/metrics`` scrape - so every poll put some of it inside the timed window (1-2% of a
+    10,000-task failover)."""
     tail = hub.placement._tail
     if hub.placement.deciding() or (tail is not None and not tail.done()):
         return False
