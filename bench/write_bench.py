@@ -32,7 +32,8 @@ import argparse
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -72,18 +73,33 @@ def _timed(calls: list[Callable[[], Any]], warm: int) -> dict[str, float]:
             "wall_ms": round((time.perf_counter() - wall) * 1e3 / n, 4)}
 
 
-def _measure(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+@contextmanager
+def fenced(store: Store) -> Iterator[Store]:
+    """``store`` migrated, with the lease a leading hub holds and its epoch fence on every
+    write, as the hub's writer runs; the lease given up after."""
     store.migrate()
     lease = Lease(store.url.render_as_string(hide_password=False),
                   Replica(uuid.uuid4().hex, "bench", "bench", "bench"))
-    epoch = lease.try_acquire()     # the lease a leading hub holds, and its fence
+    epoch = lease.try_acquire()
     if epoch is None:
         raise SystemExit("another hub leads on this store: give the bench its own database")
     store.fence = EpochFence(epoch, lambda current: None)
     try:
-        return _timed_kinds(store, args)
+        yield store
     finally:
         lease.close()
+
+
+@contextmanager
+def bench_store(url: str, prefix: str) -> Iterator[Store]:
+    """``fenced`` on the store at ``url``, or on SQLite in a temporary directory if empty."""
+    if url:
+        with fenced(Store(url)) as store:
+            yield store
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, \
+            fenced(Store(f"sqlite:///{Path(tmp) / 'hub.db'}")) as store:
+        yield store
 
 
 def _timed_kinds(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -104,10 +120,8 @@ def _timed_kinds(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the benchmark and return its figures."""
-    if args.store:
-        return _measure(Store(args.store), args)
-    with tempfile.TemporaryDirectory(prefix="write-bench-") as tmp:
-        return _measure(Store(f"sqlite:///{Path(tmp) / 'hub.db'}"), args)
+    with bench_store(args.store, "write-bench-") as store:
+        return _timed_kinds(store, args)
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -290,6 +290,32 @@ def test_write_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("write_bench.py", flag)
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_writer_beside_bench_commits_slices_with_the_loop_idle_and_counts_them_beside_it(
+        store: str, request: Any) -> None:
+    """Idle, every counted commit is a whole slice made durable; beside the slicing loop it
+    reports what it managed (on this kind of machine often nothing: the point it shows)."""
+    if store == "sqlite":
+        result = run_bench("writer_beside_bench.py")
+    else:
+        with fresh_database(request.getfixturevalue("pg_url")) as url:
+            result = run_bench("writer_beside_bench.py", "--store", url)
+    assert result["store"] == store and result["batch"] == 50 and result["tasks"] == 300
+    idle, slicing = result["idle"], result["slicing"]
+    assert idle["commits"] > 0 and idle["rows"] == 50 * idle["commits"]
+    assert idle["median_commit_ms"] > 0 and idle["rows_per_s"] > 0
+    assert slicing["rows"] == 50 * slicing["commits"] >= 0
+    assert idle["loop_slices"] == 0 and slicing["loop_slices"] > 0
+    assert result["slicing_vs_idle"] == pytest.approx(
+        slicing["rows_per_s"] / idle["rows_per_s"], abs=1e-3)
+
+
+@pytest.mark.parametrize("flag", [("--batch", "0"), ("--seconds", "0"), ("--slice-ms", "nan"),
+                                  ("--tasks", "100001")])
+def test_writer_beside_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("writer_beside_bench.py", flag)
+
+
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--batch", "1001"), ("--warm", "-1"),
                                   ("--profile", "201")])
 def test_submit_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:

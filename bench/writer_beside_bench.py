@@ -1,0 +1,192 @@
+"""The store writer's commits with the event loop idle, and beside a loop busy in slices.
+
+The hub commits on one writer thread (``hub.writer.StoreWriter``) while its event loop
+thread decides: a placement cycle runs Python for ``hub.loops.SLICE_SECONDS`` at a time,
+then ``await asyncio.sleep(0)`` lets the loop poll its sockets, and goes on. Both threads
+need the interpreter's lock (the GIL) for their Python, and the writer takes it back after
+every SQLite call: with ``executemany`` once per row. A thread waiting for the lock asks
+the holder to drop it only after the switch interval (5 ms) passes *without the lock
+changing hands*; the loop's poll releases and retakes it every slice, which wakes the
+waiting writer and restarts its wait before it can ask, so while the loop keeps slicing
+the writer hardly runs at all (``docs/benchmarks.md``, "The store writer beside a slicing
+loop"). A failover's first commits wait for the end of the cycle's decisions this way.
+
+This opens a real store (SQLite in a temporary directory, or ``--store URL``), with the
+leader's epoch fence as ``write_bench.py`` does, stores ``--tasks`` tasks, and commits
+placement slices through a real ``StoreWriter`` (``--batch`` tasks a commit: each task's
+update to Placed, its event and its placement record, as ``TaskBook.stage`` writes them),
+one after another for ``--seconds``, twice:
+
+- ``idle``: nothing else runs; the loop waits in its poll between commits;
+- ``slicing``: a coroutine on the same loop runs Python in slices of ``--slice-ms`` and
+  ``await asyncio.sleep(0)`` between them, as a placement cycle does.
+
+Reported for each: commits and rows made durable within the window, rows a second, the
+median commit's wall milliseconds, the slices the loop ran (0 when idle), and the ratio of
+``slicing``'s rows a second to ``idle``'s. A commit still in flight when the window ends is
+not counted (it finishes once the loop stops slicing).
+
+    python bench/writer_beside_bench.py                 # 150 rows a commit, 3 s each
+    python bench/writer_beside_bench.py --batch 1000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from flags import bench_main, check_bounds  # beside this file
+from write_bench import bench_store  # beside this file
+
+from fuyao.spec import TaskSpec, TaskState
+from hub.loops import SLICE_SECONDS
+from hub.store import EventRecord, PlacementRecord, Store, TaskUpdate
+from hub.taskbook import submit_records
+from hub.writer import StoreWriter
+
+BOUNDS = {"tasks": (1, 100_000), "batch": (1, 10_000), "seconds": (0.1, 600),
+          "slice_ms": (0.1, 1000)}
+SPEC = TaskSpec.model_validate({"name": "t", "cpu": "500m", "memory": "1Gi"})
+Slice = tuple[list[TaskUpdate], list[EventRecord], list[PlacementRecord]]
+
+
+def _store_tasks(store: Store, tasks: int) -> list[str]:
+    """``tasks`` Queued tasks stored (named apart from any a database already holds);
+    their ids."""
+    ids: list[str] = []
+    run = uuid.uuid4().hex[:8]
+    for start in range(0, tasks, 1000):
+        specs = [SPEC.model_copy(update={"name": f"w{run}-{i}"})
+                 for i in range(start, min(tasks, start + 1000))]
+        records, events = submit_records(specs, owner="bench")
+        store.add_tasks(records, events)
+        ids += [r.id for r in records]
+    return ids
+
+
+def _placement_slice(ids: list[str], generation: int) -> Slice:
+    """``ids`` placed on c1 at ``generation``: what ``TaskBook.stage`` commits for them."""
+    now = datetime.now(UTC)
+    message = "placed on c1 (score 71.5)"
+    updates = [TaskUpdate(i, {"state": TaskState.PLACED.value, "cluster": "c1", "node": None,
+                              "generation": generation, "message": message, "reasons": {},
+                              "scores": [{"cluster": "c1", "feasible": True, "score": 71.5}],
+                              "updated_at": now}) for i in ids]
+    events = [EventRecord(i, now, "Placed", message, "c1", generation) for i in ids]
+    placements = [PlacementRecord(i, "c1", generation, now, []) for i in ids]
+    return updates, events, placements
+
+
+async def _slicing(stop: asyncio.Event, slice_s: float) -> int:
+    """Python in slices of ``slice_s`` with a yield to the loop between them, until
+    ``stop``; returns the slices run."""
+    slices = 0
+    while not stop.is_set():
+        until = time.perf_counter() + slice_s
+        while time.perf_counter() < until:
+            sum(range(64))
+        slices += 1
+        await asyncio.sleep(0)
+    return slices
+
+
+async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
+                  slicing: bool, generation: int) -> dict[str, Any]:
+    """Commit slices one after another for ``args.seconds``; the figures of one condition."""
+    stop = asyncio.Event()
+    busy = asyncio.create_task(_slicing(stop, args.slice_ms / 1000)) if slicing else None
+    walls: list[float] = []
+    rows = start = 0
+    in_flight: asyncio.Future[None] | None = None
+    started = time.perf_counter()
+    deadline = started + args.seconds
+    while time.perf_counter() < deadline:
+        batch = ids[start:start + args.batch]
+        start = 0 if start + args.batch >= len(ids) else start + args.batch
+        generation += 1
+        commit = asyncio.ensure_future(writer.apply(*_placement_slice(batch, generation)))
+        began = time.perf_counter()
+        done, _ = await asyncio.wait({commit}, timeout=max(0.0, deadline - began))
+        if not done:
+            in_flight = commit      # still in flight at the window's end: not counted
+            break
+        commit.result()
+        walls.append(time.perf_counter() - began)
+        rows += len(batch)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    slices = await busy if busy is not None else 0
+    if in_flight is not None:
+        await in_flight     # durable before the next condition starts
+    return {"commits": len(walls), "rows": rows, "rows_per_s": round(rows / elapsed, 1),
+            "median_commit_ms": round(statistics.median(walls) * 1e3, 2) if walls else None,
+            "loop_slices": slices}
+
+
+async def _measure(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    ids = _store_tasks(store, args.tasks)
+    writer = StoreWriter(store)
+    try:
+        idle = await _window(writer, ids, args, False, 0)
+        # generations apart from the first window's: each commit a new placement of its tasks
+        slicing = await _window(writer, ids, args, True, 1_000_000)
+    finally:
+        writer.close()
+    ratio = slicing["rows_per_s"] / idle["rows_per_s"] if idle["rows_per_s"] else None
+    return {"store": store.backend, "tasks": args.tasks, "batch": args.batch,
+            "seconds": args.seconds, "slice_ms": args.slice_ms, "idle": idle,
+            "slicing": slicing,
+            "slicing_vs_idle": round(ratio, 4) if ratio is not None else None}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark and return its figures."""
+    with bench_store(args.store, "writer-beside-bench-") as store:
+        return asyncio.run(_measure(store, args))
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The figures as a markdown table."""
+    head = (f"{result['store']}, {result['batch']} placements a commit, "
+            f"{result['seconds']:g} s a condition, slices of {result['slice_ms']:g} ms")
+    rows = [("loop idle", result["idle"]),
+            (f"loop slicing ({result['slicing_vs_idle']}x idle's rows/s)", result["slicing"])]
+    return "\n".join([head, "", "| beside the writer | commits | rows | rows/s | median "
+                      "commit ms |", "|---|---|---|---|---|",
+                      *(f"| {k} | {v['commits']} | {v['rows']} | {v['rows_per_s']} | "
+                        f"{v['median_commit_ms']} |" for k, v in rows)])
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Command line."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=3000, help="tasks stored")
+    parser.add_argument("--batch", type=int, default=150, help="placements a commit")
+    parser.add_argument("--seconds", type=float, default=3.0, help="window of each condition")
+    parser.add_argument("--slice-ms", type=float, default=SLICE_SECONDS * 1000,
+                        help="the slicing coroutine's slice (default: the placement cycle's)")
+    parser.add_argument("--store", default="", help="a store URL (default: SQLite in a "
+                        "temporary directory)")
+    parser.add_argument("--quick", action="store_true",
+                        help="CI size: 300 tasks, 50 a commit, 0.5 s each")
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    args = parser.parse_args(argv)
+    check_bounds(parser, args, BOUNDS)
+    if args.quick:
+        args.tasks, args.batch, args.seconds = 300, 50, 0.5
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, run, print."""
+    return bench_main(parse, run, markdown, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
