@@ -199,7 +199,7 @@ class LocalStack:
         ca_file = token_file.with_name(f"{name}-ca.crt")
         tls = (["--ca-cert", str(ca_file), "--register", f"127.0.0.1:{self.register_port}"]
                if ca_file.exists() else [])
-        argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
+        argv = [*_command("fuyao-agent", "member_agent.launch"), "--hub",
                 hub or f"127.0.0.1:{self.agent_port}", "--cluster", name, "--token-file",
                 str(token_file), *tls, "--state-dir", str(self.home / f"agent-{name}"),
                 "--backend", "sim", "--fleet", str(fleet), "--member-log",

@@ -1,4 +1,5 @@
-"""``fuyao-agent``: the member agent's command line (console script ``member_agent.cli:main``).
+"""``fuyao-agent``: the member agent's command line (the console script runs
+``member_agent.launch:main``, which sets gRPC's runtime settings first, then ``main``).
 
 Thin: parse flags, build the backend and the ``Agent``, run it until SIGTERM/SIGINT, and
 turn errors into a message and an exit code (bad input 2, refused by the hub or other

@@ -252,7 +252,7 @@ async def test_cli_exits_non_zero_when_the_token_was_already_used(
     token = tmp_path / "token"
     token.write_text("join-token")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from member_agent.cli import main; main()",
+        sys.executable, "-c", "from member_agent.launch import main; main()",
         "--hub", f"127.0.0.1:{port}", "--cluster", "east", "--token-file", str(token),
         "--backend", "sim", "--fleet", str(fleet), "--member-orphan-timeout", "3",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -266,7 +266,7 @@ async def test_cli_exits_2_on_a_bad_fleet_file(tmp_path: Path) -> None:
     bad = tmp_path / "fleet.yaml"
     bad.write_text("nodePools:\n- {name: a, allocatable: {cpu: 1, memory: 1Gi}}\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from member_agent.cli import main; main()",
+        sys.executable, "-c", "from member_agent.launch import main; main()",
         "--hub", "127.0.0.1:1", "--cluster", "east", "--backend", "sim", "--fleet", str(bad),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
@@ -281,7 +281,7 @@ async def test_cli_stops_cleanly_on_sigterm(hub: tuple[HubStub, int], tmp_path: 
     token = tmp_path / "token"
     token.write_text("join-token")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from member_agent.cli import main; main()",
+        sys.executable, "-c", "from member_agent.launch import main; main()",
         "--hub", f"127.0.0.1:{port}", "--cluster", "east", "--token-file", str(token),
         "--backend", "sim", "--fleet", str(fleet), "--member-orphan-timeout", "3",
         "--heartbeat-interval", "0.1",

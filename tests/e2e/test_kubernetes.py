@@ -85,7 +85,7 @@ class Federation:
             "users": [{"name": "u", "user": {}}],
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
         home = self.stack.home
-        argv = [*_command("fuyao-agent", "member_agent.cli"), "--hub",
+        argv = [*_command("fuyao-agent", "member_agent.launch"), "--hub",
                 f"127.0.0.1:{self.stack.agent_port}", "--cluster", name,
                 "--token-file", str(home / f"{name}.token"),
                 "--ca-cert", str(home / f"{name}-ca.crt"),
@@ -330,7 +330,7 @@ def test_a_frozen_push_agent_is_fenced_by_its_watchdog_before_the_hub_moves_the_
     container = east.deployments[(NS, WATCHDOG)]["spec"]["template"]["spec"]["containers"][0]
     kubeconfig = member_kubeconfig(fed.tmp / "east.kubeconfig", east, flags)
     watchdog = fed.stack._spawn("watchdog-east", [
-        *_command(container["command"][0], "member_agent.cli"), *container["args"],
+        *_command(container["command"][0], "member_agent.launch"), *container["args"],
         "--kubeconfig", str(kubeconfig)])
     try:
         _fence_and_move(fed, east, west)
