@@ -378,3 +378,25 @@ def test_decision_count_counts_first_decisions_alone_when_asked() -> None:
                                   ("--top", "-1")])
 def test_decision_count_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("decision_count.py", flag)
+
+
+def test_grpc_paced_bench_measures_each_client_setting_in_the_same_run() -> None:
+    """Clients on gRPC's defaults and on the agent's setting (the iomgr client path) both
+    connect to a grpc.aio server and answer its messages; each is measured."""
+    result = run_bench("grpc_paced.py")
+    assert result["clients"] == 3 and result["rounds"] == 1
+    settings = [w["experiments"] for w in result["windows"]]
+    assert settings == ["", "-event_engine_client"]
+    for window in result["windows"]:
+        assert window["messages"] > 0 and window["client_us_per_message"] > 0
+    first = result["medians"][""]
+    assert first["client_vs_first"] == 1.0 and first["server_vs_first"] == 1.0
+    agent = result["medians"]["-event_engine_client"]
+    assert agent["client_vs_first"] == pytest.approx(
+        agent["client_us_per_message"] / first["client_us_per_message"], abs=1e-3)
+
+
+@pytest.mark.parametrize("flag", [("--clients", "0"), ("--period", "nan"),
+                                  ("--rounds", "21"), ("--seconds", "0.1")])
+def test_grpc_paced_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
+    assert_refused("grpc_paced.py", flag)
