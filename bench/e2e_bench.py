@@ -263,8 +263,8 @@ class Profiler:
 
 def cpu_seconds(pid: int, children: bool = True) -> dict[str, float]:
     """CPU seconds (user + system) each thread of process ``pid`` has used, by thread name
-    (``/proc``; Linux only, empty elsewhere), and each of its child processes (the store
-    writer's, ``hub.store.writer_process``) as ``child:NAME`` unless ``children`` is False;
+    (``/proc``; Linux only, empty elsewhere), and each of its child processes as
+    ``child:NAME`` unless ``children`` is False;
     plus ``"total"`` of both: a figure of the hub's own cost per task that the load of other
     processes on the machine hardly moves."""
     tick = os.sysconf("SC_CLK_TCK")
