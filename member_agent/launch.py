@@ -7,10 +7,11 @@ loads; this module imports nothing that imports ``grpc`` and sets it first.
 The setting: ``-event_engine_client``, the agent's one channel to the hub on gRPC core's
 iomgr client path instead of the EventEngine client. An agent does a few messages a second
 to tens a second on one stream, where each message's wake-ups and thread hops cost more than
-its bytes; on the iomgr path a paced stream's client took 0.77-0.81x the CPU a message
-(docs/benchmarks.md, "The agent's gRPC client path"). An operator's own ``GRPC_EXPERIMENTS``
-is kept as given (``GRPC_EXPERIMENTS=`` runs the agent on gRPC's defaults). A gRPC release
-without the experiment logs "Unknown experiment" once and runs on its default path.
+its bytes; on the iomgr path a client at an agent's pace took 0.735x the CPU a message
+(``bench/grpc_paced.py``; docs/benchmarks.md, the e2e section's "Twenty-third pass"). An
+operator's own ``GRPC_EXPERIMENTS`` is kept as given (``GRPC_EXPERIMENTS=`` runs the agent
+on gRPC's defaults). A gRPC release without the experiment logs "Unknown experiment" once
+and runs on its default path.
 """
 
 from __future__ import annotations
