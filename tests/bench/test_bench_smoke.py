@@ -400,3 +400,14 @@ def test_grpc_paced_bench_measures_each_client_setting_in_the_same_run() -> None
                                   ("--rounds", "21"), ("--seconds", "0.1")])
 def test_grpc_paced_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("grpc_paced.py", flag)
+
+
+@pytest.mark.parametrize(("flags", "wanted"), [
+    (["--experiments", *"abcdefghi"], "--experiments takes at most 8 settings"),
+    (["--server-experiments", "x" * 1001], "an experiments setting must be at most 1000"),
+])
+def test_grpc_paced_bench_refuses_too_many_or_too_long_settings(flags: list[str],
+                                                                 wanted: str) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "grpc_paced.py"), *flags],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and wanted in done.stderr
