@@ -263,8 +263,9 @@ class Profiler:
 
 def cpu_seconds(pid: int, children: bool = True) -> dict[str, float]:
     """CPU seconds (user + system) each thread of process ``pid`` has used, by thread name
-    (``/proc``; Linux only, empty elsewhere), and each of its child processes as
-    ``child:NAME`` unless ``children`` is False;
+    (``/proc``; Linux only, empty elsewhere; the main thread, which runs the event loop and
+    so all of the hub's Python but its store threads', as ``main``), and each of its child
+    processes as ``child:NAME`` unless ``children`` is False;
     plus ``"total"`` of both: a figure of the hub's own cost per task that the load of other
     processes on the machine hardly moves."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -278,7 +279,7 @@ def cpu_seconds(pid: int, children: bool = True) -> dict[str, float]:
         kids: list[str] = []
         for tid in os.listdir(f"/proc/{pid}/task"):
             name, used = _stat(f"/proc/{pid}/task/{tid}/stat", tick)
-            add(name, used)
+            add("main" if tid == str(pid) else name, used)
             if children:
                 with open(f"/proc/{pid}/task/{tid}/children") as f:
                     kids += f.read().split()

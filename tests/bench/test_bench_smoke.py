@@ -46,6 +46,9 @@ def test_e2e_bench_places_every_task_on_ten_clusters_and_says_where_the_time_wen
         other = phase["other_cpu_ms_per_task"]
         assert other["agents"] > 0 and other["members"] > 0 and other["bench"] > 0
         assert 0 < other["machine_busy"] <= 1
+        # the hub's event-loop thread on its own, a part of the process's total
+        hub = phase["hub_cpu_ms_per_task"]
+        assert 0 < hub["main"] <= hub["total"]
     assert 0 < result["burst"]["stages"]["queue"]["tasks"] <= result["burst"]["tasks"]
 
 
