@@ -15,19 +15,30 @@ This opens a real store (SQLite in a temporary directory, or ``--store URL``), w
 leader's epoch fence as ``write_bench.py`` does, stores ``--tasks`` tasks, and commits
 placement slices through a real ``StoreWriter`` (``--batch`` tasks a commit: each task's
 update to Placed, its event and its placement record, as ``TaskBook.stage`` writes them),
-one after another for ``--seconds``, twice:
+one after another for ``--seconds``, twice (three times with ``--give-way-ms``):
 
 - ``idle``: nothing else runs; the loop waits in its poll between commits;
 - ``slicing``: a coroutine on the same loop runs Python in slices of ``--slice-ms`` and
-  ``await asyncio.sleep(0)`` between them, as a placement cycle does.
+  ``await asyncio.sleep(0)`` between them, as a placement cycle does;
+- ``giving_way`` (with ``--give-way-ms``): the same, but after each slice, while a commit
+  runs on the writer thread, the coroutine blocks (the lock released) until it ends, at
+  most ``--give-way-ms``: a hand-off the hub could make at each slice of a cycle. What it
+  costs the loop shows in the slices it runs against ``slicing``'s.
+
+``--yields`` sets how many turns the loop gets between two slices (the cycle takes one).
+Whatever waits on a commit moves one step a turn - the thread's result reaches the
+writer's flush task, which resolves the caller's future, which wakes the caller, which
+queues the next commit for a new flush task to hand to the thread - so with one turn a
+slice a commit's chain costs several slices of the loop even when the writer is let in.
 
 Reported for each: commits and rows made durable within the window, rows a second, the
 median commit's wall milliseconds, the slices the loop ran (0 when idle), and the ratio of
-``slicing``'s rows a second to ``idle``'s. A commit still in flight when the window ends is
-not counted (it finishes once the loop stops slicing).
+``slicing``'s (and ``giving_way``'s) rows a second to ``idle``'s. A commit still in flight
+when the window ends is not counted (it finishes once the loop stops slicing).
 
     python bench/writer_beside_bench.py                 # 150 rows a commit, 3 s each
     python bench/writer_beside_bench.py --batch 1000 --json
+    python bench/writer_beside_bench.py --give-way-ms 10 --yields 8
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -50,7 +62,8 @@ from hub.taskbook import submit_records
 from hub.writer import StoreWriter
 
 BOUNDS = {"tasks": (1, 100_000), "batch": (1, 10_000), "seconds": (0.1, 600),
-          "slice_ms": (0.1, 1000)}
+          "slice_ms": (0.1, 1000), "give_way_ms": (0, 1000),
+          "yields": (1, 100)}
 SPEC = TaskSpec.model_validate({"name": "t", "cpu": "500m", "memory": "1Gi"})
 Slice = tuple[list[TaskUpdate], list[EventRecord], list[PlacementRecord]]
 
@@ -82,24 +95,50 @@ def _placement_slice(ids: list[str], generation: int) -> Slice:
     return updates, events, placements
 
 
-async def _slicing(stop: asyncio.Event, slice_s: float) -> int:
-    """Python in slices of ``slice_s`` with a yield to the loop between them, until
-    ``stop``; returns the slices run."""
+class _Committing:
+    """Whether a commit is queued or runs on the writer thread: ``idle`` cleared by the loop
+    as it queues one (a starved writer thread may not even have started it), set on the
+    writer thread when the store's ``apply``, wrapped here, returns."""
+
+    def __init__(self, store: Store) -> None:
+        self.idle = threading.Event()
+        self.idle.set()
+        apply = store.apply
+
+        def wrapped(*args: Any, **kwargs: Any) -> None:
+            try:
+                apply(*args, **kwargs)
+            finally:
+                self.idle.set()
+        store.apply = wrapped     # type: ignore[method-assign]
+
+
+async def _slicing(stop: asyncio.Event, slice_s: float, give_way_s: float, yields: int,
+                   committing: _Committing) -> int:
+    """Python in slices of ``slice_s`` with ``yields`` turns of the loop between them, until
+    ``stop``; with ``give_way_s``, first a wait of at most that long for a queued or running
+    commit to end. Returns the slices run."""
     slices = 0
     while not stop.is_set():
         until = time.perf_counter() + slice_s
         while time.perf_counter() < until:
             sum(range(64))
         slices += 1
-        await asyncio.sleep(0)
+        if give_way_s and not committing.idle.is_set():
+            committing.idle.wait(give_way_s)     # blocks the loop, the lock released
+        for _ in range(yields):
+            await asyncio.sleep(0)
     return slices
 
 
 async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
-                  slicing: bool, generation: int) -> dict[str, Any]:
+                  slicing: bool, generation: int, committing: _Committing,
+                  give_way_s: float = 0.0) -> dict[str, Any]:
     """Commit slices one after another for ``args.seconds``; the figures of one condition."""
     stop = asyncio.Event()
-    busy = asyncio.create_task(_slicing(stop, args.slice_ms / 1000)) if slicing else None
+    busy = (asyncio.create_task(_slicing(stop, args.slice_ms / 1000, give_way_s, args.yields,
+                                           committing))
+            if slicing else None)
     walls: list[float] = []
     rows = start = 0
     in_flight: asyncio.Future[None] | None = None
@@ -109,6 +148,7 @@ async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
         batch = ids[start:start + args.batch]
         start = 0 if start + args.batch >= len(ids) else start + args.batch
         generation += 1
+        committing.idle.clear()
         commit = asyncio.ensure_future(writer.apply(*_placement_slice(batch, generation)))
         began = time.perf_counter()
         done, _ = await asyncio.wait({commit}, timeout=max(0.0, deadline - began))
@@ -130,18 +170,29 @@ async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
 
 async def _measure(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     ids = _store_tasks(store, args.tasks)
+    committing = _Committing(store)
     writer = StoreWriter(store)
+    giving: dict[str, Any] | None = None
     try:
-        idle = await _window(writer, ids, args, False, 0)
+        idle = await _window(writer, ids, args, False, 0, committing)
         # generations apart from the first window's: each commit a new placement of its tasks
-        slicing = await _window(writer, ids, args, True, 1_000_000)
+        slicing = await _window(writer, ids, args, True, 1_000_000, committing)
+        if args.give_way_ms:
+            giving = await _window(writer, ids, args, True, 2_000_000, committing,
+                                   args.give_way_ms / 1000)
     finally:
         writer.close()
-    ratio = slicing["rows_per_s"] / idle["rows_per_s"] if idle["rows_per_s"] else None
-    return {"store": store.backend, "tasks": args.tasks, "batch": args.batch,
-            "seconds": args.seconds, "slice_ms": args.slice_ms, "idle": idle,
-            "slicing": slicing,
-            "slicing_vs_idle": round(ratio, 4) if ratio is not None else None}
+
+    def vs_idle(window: dict[str, Any]) -> float | None:
+        return (round(window["rows_per_s"] / idle["rows_per_s"], 4) if idle["rows_per_s"]
+                else None)
+    out = {"store": store.backend, "tasks": args.tasks, "batch": args.batch,
+           "seconds": args.seconds, "slice_ms": args.slice_ms, "give_way_ms": args.give_way_ms,
+           "yields": args.yields,
+           "idle": idle, "slicing": slicing, "slicing_vs_idle": vs_idle(slicing)}
+    if giving is not None:
+        out |= {"giving_way": giving, "giving_way_vs_idle": vs_idle(giving)}
+    return out
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -153,13 +204,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The figures as a markdown table."""
     head = (f"{result['store']}, {result['batch']} placements a commit, "
-            f"{result['seconds']:g} s a condition, slices of {result['slice_ms']:g} ms")
+            f"{result['seconds']:g} s a condition, slices of {result['slice_ms']:g} ms, "
+            f"{result['yields']} turn(s) of the loop between slices")
     rows = [("loop idle", result["idle"]),
             (f"loop slicing ({result['slicing_vs_idle']}x idle's rows/s)", result["slicing"])]
+    if "giving_way" in result:
+        rows.append((f"loop slicing, giving way up to {result['give_way_ms']:g} ms "
+                     f"({result['giving_way_vs_idle']}x idle's rows/s)", result["giving_way"]))
     return "\n".join([head, "", "| beside the writer | commits | rows | rows/s | median "
-                      "commit ms |", "|---|---|---|---|---|",
+                      "commit ms | loop slices |", "|---|---|---|---|---|---|",
                       *(f"| {k} | {v['commits']} | {v['rows']} | {v['rows_per_s']} | "
-                        f"{v['median_commit_ms']} |" for k, v in rows)])
+                        f"{v['median_commit_ms']} | {v['loop_slices']} |" for k, v in rows)])
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -171,6 +226,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=3.0, help="window of each condition")
     parser.add_argument("--slice-ms", type=float, default=SLICE_SECONDS * 1000,
                         help="the slicing coroutine's slice (default: the placement cycle's)")
+    parser.add_argument("--give-way-ms", type=float, default=0.0,
+                        help="also a window where each slice first waits up to this long "
+                        "for a queued or running commit (0: not run)")
+    parser.add_argument("--yields", type=int, default=1,
+                        help="turns of the event loop between two slices (each "
+                        "``await asyncio.sleep(0)``; the placement cycle takes one)")
     parser.add_argument("--store", default="", help="a store URL (default: SQLite in a "
                         "temporary directory)")
     parser.add_argument("--quick", action="store_true",

@@ -313,8 +313,20 @@ def test_writer_beside_bench_commits_slices_with_the_loop_idle_and_counts_them_b
         slicing["rows_per_s"] / idle["rows_per_s"], abs=1e-3)
 
 
+def test_writer_beside_bench_measures_a_loop_that_gives_way_to_the_writer() -> None:
+    """With ``--give-way-ms`` a third window: the slicing loop waits for queued commits,
+    and what the writer then made durable is counted as in the others."""
+    result = run_bench("writer_beside_bench.py", "--give-way-ms", "10", "--yields", "4")
+    assert result["give_way_ms"] == 10 and result["yields"] == 4
+    giving = result["giving_way"]
+    assert giving["rows"] == 50 * giving["commits"] >= 0 and giving["loop_slices"] > 0
+    assert result["giving_way_vs_idle"] == pytest.approx(
+        giving["rows_per_s"] / result["idle"]["rows_per_s"], abs=1e-3)
+
+
 @pytest.mark.parametrize("flag", [("--batch", "0"), ("--seconds", "0"), ("--slice-ms", "nan"),
-                                  ("--tasks", "100001")])
+                                  ("--tasks", "100001"), ("--give-way-ms", "-1"),
+                                  ("--yields", "0"), ("--yields", "101")])
 def test_writer_beside_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("writer_beside_bench.py", flag)
 
