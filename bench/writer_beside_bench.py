@@ -21,9 +21,9 @@ one after another for ``--seconds``, twice (three times with ``--give-way-ms``):
 - ``slicing``: a coroutine on the same loop runs Python in slices of ``--slice-ms`` and
   ``await asyncio.sleep(0)`` between them, as a placement cycle does;
 - ``giving_way`` (with ``--give-way-ms``): the same, but after each slice, while a commit
-  runs on the writer thread, the coroutine blocks (the lock released) until it ends, at
-  most ``--give-way-ms``: a hand-off the hub could make at each slice of a cycle. What it
-  costs the loop shows in the slices it runs against ``slicing``'s.
+  is queued or runs on the writer thread, the coroutine blocks (the lock released) until it
+  ends, at most ``--give-way-ms``: a hand-off the hub could make at each slice of a cycle.
+  What it costs the loop shows in the slices it runs against ``slicing``'s.
 
 ``--yields`` sets how many turns the loop gets between two slices (the cycle takes one).
 Whatever waits on a commit moves one step a turn - the thread's result reaches the
@@ -32,7 +32,8 @@ queues the next commit for a new flush task to hand to the thread - so with one 
 slice a commit's chain costs several slices of the loop even when the writer is let in.
 
 Reported for each: commits and rows made durable within the window, rows a second, the
-median commit's wall milliseconds, the slices the loop ran (0 when idle), and the ratio of
+median commit's wall milliseconds, the slices the loop ran (0 when idle) and the
+milliseconds it spent giving way (0 but in ``giving_way``), and the ratio of
 ``slicing``'s (and ``giving_way``'s) rows a second to ``idle``'s. A commit still in flight
 when the window ends is not counted (it finishes once the loop stops slicing).
 
@@ -114,21 +115,23 @@ class _Committing:
 
 
 async def _slicing(stop: asyncio.Event, slice_s: float, give_way_s: float, yields: int,
-                   committing: _Committing) -> int:
+                   committing: _Committing) -> tuple[int, float]:
     """Python in slices of ``slice_s`` with ``yields`` turns of the loop between them, until
     ``stop``; with ``give_way_s``, first a wait of at most that long for a queued or running
-    commit to end. Returns the slices run."""
-    slices = 0
+    commit to end. Returns the slices run and the seconds spent waiting."""
+    slices, waited = 0, 0.0
     while not stop.is_set():
         until = time.perf_counter() + slice_s
         while time.perf_counter() < until:
             sum(range(64))
         slices += 1
         if give_way_s and not committing.idle.is_set():
+            began = time.perf_counter()
             committing.idle.wait(give_way_s)     # blocks the loop, the lock released
+            waited += time.perf_counter() - began
         for _ in range(yields):
             await asyncio.sleep(0)
-    return slices
+    return slices, waited
 
 
 async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
@@ -160,12 +163,12 @@ async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
         rows += len(batch)
     elapsed = time.perf_counter() - started
     stop.set()
-    slices = await busy if busy is not None else 0
+    slices, waited = await busy if busy is not None else (0, 0.0)
     if in_flight is not None:
         await in_flight     # durable before the next condition starts
     return {"commits": len(walls), "rows": rows, "rows_per_s": round(rows / elapsed, 1),
             "median_commit_ms": round(statistics.median(walls) * 1e3, 2) if walls else None,
-            "loop_slices": slices}
+            "loop_slices": slices, "loop_waited_ms": round(waited * 1e3, 2)}
 
 
 async def _measure(store: Store, args: argparse.Namespace) -> dict[str, Any]:
