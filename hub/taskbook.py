@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
@@ -42,6 +41,7 @@ from hub.placement.result import PlacementResult
 from hub.scorerows import placed_scores, score_records
 from hub.store import EventRecord, PlacementRecord, TaskRecord, TaskUpdate
 from hub.store.records import AuditRecord
+from hub.taskids import new_ids
 from hub.taskindex import ActiveTasks
 from hub.writer import StoreWriter
 
@@ -84,11 +84,11 @@ def submit_records(specs: Sequence[TaskSpec],
     now = utcnow()
     records = [
         TaskRecord(
-            id=str(uuid.uuid4()), name=s.name, spec=s.model_dump(mode="json"),
+            id=task_id, name=s.name, spec=s.model_dump(mode="json"),
             state=TaskState.QUEUED.value, queue=s.queue, priority=s.priority, seq=0,
             created_at=now, updated_at=now, owner=owner,
         )
-        for s in specs
+        for s, task_id in zip(specs, new_ids(len(specs)), strict=True)
     ]
     events = [EventRecord(r.id, now, "Submitted", f"queued in {r.queue!r}") for r in records]
     return records, events

@@ -9,7 +9,6 @@ It answers the new parts (task and decision), or a ``DivisionError`` saying why 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -21,6 +20,7 @@ from hub.placement.division import describe, divide
 from hub.placement.framework import PlacementRequest
 from hub.placement.result import FitError, PlacementResult
 from hub.placement.scheduler import Scheduler
+from hub.taskids import new_id
 
 Decide = Callable[[PlacementRequest], tuple[PlacementRequest, PlacementResult]]
 NewPart = tuple[ActiveTask, PlacementResult]
@@ -94,7 +94,7 @@ def new_part(task: ActiveTask, index: int, replicas: int) -> ActiveTask:
         "replicas": replicas, "gang": True, "min_replicas": None, "spread": AGGREGATED,
         "spread_weights": {}, "spread_dynamic": False})
     now = utcnow()
-    return ActiveTask(id=str(uuid.uuid4()), name=f"{task.name}.{index}", spec=spec,
+    return ActiveTask(id=new_id(), name=f"{task.name}.{index}", spec=spec,
                       state=TaskState.QUEUED, queue=task.queue, priority=task.priority, seq=0,
                       created_at=now, updated_at=now, owner=task.owner, parent=task.id,
                       failover=task.failover)
