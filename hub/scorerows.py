@@ -22,6 +22,8 @@ section, "Sixteenth pass").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from hub.placement.result import PlacementResult
@@ -37,60 +39,85 @@ def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[A
     in ``reasons`` too), so what a placement stores does not grow with the fleet. Only the
     kept rows are read from the table.
     """
-    return _records(result, result.table.parts(), limit)
+    return _records(result, limit)[0]
 
 
 def placed_scores(result: PlacementResult,
                   limit: int = SCORE_RECORDS) -> tuple[list[Any], float | None]:
     """``score_records`` and the chosen cluster's total score (None if it is not in the
     table), the table read once: what a placement stores and its message shows."""
-    parts = result.table.parts()
-    clusters, totals = parts[0], parts[3]
-    best: float | None = None
-    if result.cluster is not None and result.cluster in clusters:
-        best = totals[clusters.index(result.cluster)]
-    return _records(result, parts, limit), best
+    return _records(result, limit)
 
 
-def _records(result: PlacementResult, parts: tuple[Sequence[str], Sequence[Sequence[float]],
-                                                  Mapping[int, Sequence[float]],
-                                                  Sequence[float]],
-             limit: int) -> list[Any]:
+def _records(result: PlacementResult, limit: int) -> tuple[list[Any], float | None]:
+    """The stored rows and the chosen cluster's total, read off the table's aligned lists
+    (``ScoreTable.aligned_rows``: every cluster, a mask of those in the table) without
+    picking the whole table out: at 100 clusters only the 20 kept rows are built, each
+    column taken for them at once (``_scored``)."""
     table, statuses = result.table, result.statuses
-    clusters, rows, normalized, totals = parts
+    names, oks, raws, normalized, totals = table.aligned_rows()
     swaps = list(normalized.items())
-
-    def scored(name: str, i: int) -> list[Any]:
-        values = list(rows[i])
-        for j, column in swaps:
-            values[j] = column[i]
-        return [name, totals[i], values]
-
+    chosen = result.cluster
+    best: float | None = None
+    if chosen is not None:
+        try:
+            at = names.index(chosen)
+        except ValueError:
+            pass
+        else:
+            if oks[at]:
+                best = totals[at]
     out: list[Any] = [list(table.plugins)]
     verdicts = statuses.items()
     if len(verdicts) <= limit:
-        row = dict(zip(clusters, range(len(clusters)), strict=True))
+        row = dict(zip(names, range(len(names)), strict=True))
         for name, status in verdicts:
             i = row.get(name)
             if not status.ok:
                 out.append([name, status.reason])
+            elif i is None or not oks[i]:
+                out.append([name])
             else:
-                out.append([name] if i is None else scored(name, i))
-        return out
+                out += _scored([i], names, raws, swaps, totals)
+        return out, best
     # Best total first, ties in the table's order (the statuses' order: both by name);
     # a row of the table whose status is not OK (its normalizer failed) is passed over.
-    status_of = dict(verdicts)
-    best: list[int] = []
-    for i in sorted(range(len(clusters)), key=totals.__getitem__, reverse=True):
-        if status_of[clusters[i]].ok:
-            best.append(i)
-            if len(best) == limit:
+    status_of: Mapping[str, Any] = getattr(verdicts, "mapping", None) or dict(verdicts)
+    kept: list[int] = []
+    for i in sorted(compress(range(len(names)), oks), key=totals.__getitem__, reverse=True):
+        if status_of[names[i]].ok:
+            kept.append(i)
+            if len(kept) == limit:
                 break
-    out += [scored(clusters[i], i) for i in best]
-    if len(best) < limit:
+    if kept:
+        out += _scored(kept, names, raws, swaps, totals)
+    if len(kept) < limit:
         out += [[name, status.reason] for name, status in verdicts if not status.ok
-                ][:limit - len(best)]
-    return out
+                ][:limit - len(kept)]
+    return out, best
+
+
+def _scored(picked: list[int], names: Sequence[str], raws: Sequence[Sequence[float]],
+            swaps: list[tuple[int, Sequence[float]]],
+            totals: Sequence[float]) -> list[list[Any]]:
+    """``[name, total, [score per plugin]]`` for the rows ``picked``, in that order: the
+    raw scores with the normalized columns in their place. Each list is read through one
+    ``itemgetter`` and the rows put together by ``zip`` and ``map`` (no Python step a row
+    or a score)."""
+    if len(picked) == 1:
+        i = picked[0]
+        values = list(raws[i])
+        for j, column in swaps:
+            values[j] = column[i]
+        return [[names[i], totals[i], values]]
+    get = itemgetter(*picked)
+    rows: tuple[Sequence[float], ...] = get(raws)
+    if swaps:
+        columns = list(zip(*rows, strict=True))
+        for j, column in swaps:
+            columns[j] = get(column)
+        rows = tuple(zip(*columns, strict=True))
+    return list(map(list, zip(get(names), get(totals), map(list, rows), strict=True)))
 
 
 def expand(stored: Sequence[Any]) -> list[dict[str, Any]]:

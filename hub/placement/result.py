@@ -67,7 +67,7 @@ class ScoreTable:
     feasible entries out only when the table is read (most decisions never read it).
     """
 
-    __slots__ = ("__weakref__", "_aligned", "_columns", "_parts", "plugins")
+    __slots__ = ("__weakref__", "_aligned", "_columns", "_frozen", "_parts", "plugins")
 
     def __init__(
         self, plugins: tuple[str, ...] = (), clusters: Sequence[str] = (),
@@ -78,6 +78,7 @@ class ScoreTable:
         self._parts: _Parts | None = (clusters, rows, normalized or {}, totals)
         self._aligned: _Aligned | None = None
         self._columns: tuple[Sequence[float], ...] | None = None
+        self._frozen = False
 
     @classmethod
     def aligned(
@@ -90,31 +91,53 @@ class ScoreTable:
         table = cls.__new__(cls)   # once a decision: not through __init__'s defaults
         table.plugins, table._parts, table._columns = plugins, None, None
         table._aligned = (names, oks, raws, normalized, totals, before)
+        table._frozen = False
         return table
 
     def _read(self) -> _Parts:
         parts = self._parts
         if parts is None:
-            names, oks, raws, normalized, totals, before = (
-                self._aligned or ((), (), (), {}, (), None))
-            if before:   # the rows as they were when this table was made
-                was_ok, was_raw, was_total = list(oks), list(raws), list(totals)
-                was_norm = {j: list(column) for j, column in normalized.items()}
-                for i, (_, ok, raw, total, norms) in before.items():
-                    was_ok[i], was_raw[i], was_total[i] = ok, raw, total
-                    for column, value in zip(was_norm.values(), norms, strict=True):
-                        column[i] = value
-                oks, raws, totals, normalized = was_ok, was_raw, was_total, was_norm
+            names, oks, raws, normalized, totals = self.aligned_rows()
             parts = self._parts = (
                 list(compress(names, oks)), list(compress(raws, oks)),
                 {j: list(compress(column, oks)) for j, column in normalized.items()},
                 list(compress(totals, oks)))
-            self._aligned = None
         return parts
 
     def read_now(self) -> None:
-        """Pick the feasible entries out now (and let go of the lists it was built on)."""
-        self._read()
+        """Copy the rows as they are now: the lists a lent table was built on are the
+        engine's, changed in place by later decisions (the ``before`` journal keeps what
+        they were, for as long as this table holds it). Copied, it lets the journal go;
+        what it gives is the same as read before. Shallow copies of whole lists: picking
+        the feasible entries out (``parts``) waits until something asks for them."""
+        aligned = self._aligned
+        if aligned is None or self._frozen:
+            return
+        names, oks, raws, normalized, totals, before = aligned
+        was_ok, was_raw, was_total = list(oks), list(raws), list(totals)
+        was_norm = {j: list(column) for j, column in normalized.items()}
+        if before:   # the rows as they were when this table was made
+            columns = list(was_norm.values())
+            for i, (_, ok, raw, total, norms) in before.items():
+                was_ok[i], was_raw[i], was_total[i] = ok, raw, total
+                for column, value in zip(columns, norms, strict=True):
+                    column[i] = value
+        self._aligned = (names, was_ok, was_raw, was_norm, was_total, None)
+        self._frozen = True
+
+    def aligned_rows(self) -> tuple[Sequence[str], Sequence[bool], Sequence[Sequence[float]],
+                                    Mapping[int, Sequence[float]], Sequence[float]]:
+        """``(names, oks, raws, normalized, totals)``: lists over every cluster the table
+        was built on, ``oks`` True where it is in the table (feasible and scored) - read
+        now (``read_now``). A table built from its parts gives them, every ``ok`` True.
+        What ``hub.scorerows`` picks its few rows from without building ``parts``."""
+        if self._aligned is None:
+            clusters, rows, normalized, totals = self._parts or ((), (), {}, ())
+            return clusters, [True] * len(clusters), rows, normalized, totals
+        self.read_now()
+        assert self._aligned is not None
+        names, oks, raws, normalized, totals, _ = self._aligned
+        return names, oks, raws, normalized, totals
 
     def parts(self) -> tuple[Sequence[str], Sequence[Sequence[float]],
                              Mapping[int, Sequence[float]], Sequence[float]]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from hub.fleet import FleetView
 from hub.placement import Scheduler
+from hub.placement.result import PlacementResult
 from hub.scorerows import expand, placed_scores, score_records
 from hub.store.jsontext import dumps
 
@@ -105,3 +106,30 @@ def test_rows_stored_before_the_compact_form_are_read_as_they_are() -> None:
             "plugin_scores": {}}]
     assert expand(json.loads(json.dumps(old))) == old
     assert expand([]) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=21, max_size=60),
+       st.lists(st.integers(1, 4), min_size=2, max_size=8))
+def test_rows_read_after_later_decisions_are_the_rows_the_decision_made(
+        frees: list[int], gpus: list[int]) -> None:
+    """The same decisions on two like fleets, each reserved before the next is made: read
+    at once on one, read only after all of them on the other (through the journals of the
+    rows the later decisions changed). Each stores the same rows, and its chosen cluster's
+    total, either way."""
+    def decide(read_at_once: bool) -> list[tuple[list[object], float | None]]:
+        scheduler = Scheduler(_fleet(frees))
+        made: list[PlacementResult] = []
+        out: list[tuple[list[object], float | None]] = []
+        for k, count in enumerate(gpus):
+            request = place(f"t{k}", gpu_milli=count * 1000)
+            result = scheduler.schedule(request)
+            made.append(result)
+            if read_at_once:
+                out.append(placed_scores(result))
+            if result.cluster is not None:
+                assert scheduler.reserve(request, result).ok
+        return out if read_at_once else [placed_scores(r) for r in made]
+
+    at_once, later = decide(True), decide(False)
+    assert later == at_once
