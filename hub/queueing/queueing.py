@@ -37,6 +37,8 @@ from hub.queueing.quota import QueueState, Usage, Vector, demand
 from hub.queueing.views import queue_view, task_hold, task_place
 from hub.taskbook import TaskBook
 
+MODELS_SLACK = 1024   # ended tasks' device models kept beyond the active tasks' count
+
 __all__ = ["Queueing", "QueueingConfig"]
 
 
@@ -172,12 +174,22 @@ class Queueing:
             lanes[queue] = _Lane(state, tasks if limit is None else tasks[:limit])
         if self.reserved or self.preemption.tracking:
             self._prune(_Waiting(self))
-        active = self.tasks.active
-        for task_id in [t for t in self.models if t not in active]:
-            del self.models[task_id]
+        self._forget_models()
         self.usage = copy_usage(self._usage())
         return Cycle(self, lanes, self.usage, self.totals(),
                      [c.name for c in self.fleet.ordered])
+
+    def _forget_models(self) -> None:
+        """Drop the device models of tasks no longer active, once those may outnumber the
+        active tasks by ``MODELS_SLACK``: only active tasks' ids are ever looked up, so
+        ended ones may stay a while. Scanning every entry each cycle cost
+        0.24 ms a cycle at 5,000 active tasks; now a scan is paid for by as many ended tasks
+        as it finds (``docs/benchmarks.md``, e2e section, "Twenty-fifth pass")."""
+        active = self.tasks.active
+        if len(self.models) <= 2 * len(active) + MODELS_SLACK:
+            return
+        for task_id in [t for t in self.models if t not in active]:
+            del self.models[task_id]
 
     def _prune(self, waiting: Container[str]) -> None:
         """Forget the holds and preemptions of tasks no longer waiting to be placed (placed,
