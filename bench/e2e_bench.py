@@ -95,15 +95,23 @@ class HubMetrics:
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
 
     def scrape(self) -> dict[str, Any]:
-        """{"tasks": {state: n}, "stages": {stage: {"count", "sum", "buckets": [(le, n)]}}}"""
+        """{"tasks": {state: n}, "stages": {stage: {"count", "sum", "buckets": [(le, n)]}},
+        "counts": {"cycles" (that decided), "decisions", "<kind> messages" (from agents)}}"""
         text = self.http.get("/metrics").text
         tasks: dict[str, float] = {}
+        counts: dict[str, float] = {"cycles": 0.0, "decisions": 0.0}
         stages: dict[str, dict[str, Any]] = {s: {"count": 0.0, "sum": 0.0, "buckets": []}
                                              for s in STAGES}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == "fuyao_tasks":
                     tasks[sample.labels["state"]] = sample.value
+                elif sample.name == "fuyao_placement_cycle_decide_seconds_count":
+                    counts["cycles"] = sample.value
+                elif sample.name == "fuyao_placement_decisions_total":
+                    counts["decisions"] = sample.value
+                elif sample.name == "fuyao_agent_messages_total":
+                    counts[f"{sample.labels['kind']} messages"] = sample.value
                 elif sample.name == "fuyao_tasks_parked":
                     tasks["parked"] = sample.value
                 elif sample.name.startswith("fuyao_task_stage_seconds"):
@@ -116,7 +124,7 @@ class HubMetrics:
                         stage["count"] = sample.value
                     elif sample.name.endswith("_sum"):
                         stage["sum"] = sample.value
-        return {"tasks": tasks, "stages": stages}
+        return {"tasks": tasks, "stages": stages, "counts": counts}
 
     def count(self, state: str) -> int:
         """Active tasks in ``state`` (``parked``: the queued tasks set aside, -1 for a hub
@@ -136,6 +144,18 @@ def breakdown(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[s
         buckets = [(le, n - old.get(le, 0.0)) for le, n in sorted(b["buckets"])]
         out[stage] = {"tasks": count, "mean_ms": round((b["sum"] - a["sum"]) / count * 1000, 2),
                       "p50_ms": round(_median(buckets, count) * 1000, 2)}
+    return out
+
+
+def counts_per_task(before: dict[str, Any], after: dict[str, Any],
+                    tasks: int) -> dict[str, float]:
+    """Between two scrapes, per task: the placement cycles that decided, the decisions, and
+    the agents' messages by kind (what the hub's work a task is made of, counted)."""
+    out = {}
+    for key, value in after["counts"].items():
+        grown = value - before["counts"].get(key, 0.0)
+        if grown > 0:
+            out[key] = round(grown / tasks, 4)
     return out
 
 
@@ -386,6 +406,7 @@ def phase(stack: LocalStack, client: Client, metrics: HubMetrics, args: argparse
         "submit_to_running_p50_ms": round(percentile(lat, 50) * 1000, 1),
         "submit_to_running_p99_ms": round(percentile(lat, 99) * 1000, 1),
         "stages": breakdown(before, after),
+        "counts_per_task": counts_per_task(before, after, count),
         "hub_cpu_ms_per_task": cpu,
         "other_cpu_ms_per_task": others,
     }

@@ -49,6 +49,9 @@ def test_e2e_bench_places_every_task_on_ten_clusters_and_says_where_the_time_wen
         # the hub's event-loop thread on its own, a part of the process's total
         hub = phase["hub_cpu_ms_per_task"]
         assert 0 < hub["main"] <= hub["total"]
+        counts = phase["counts_per_task"]   # every task decided at least once, in a cycle
+        assert counts["decisions"] >= 1 and 0 < counts["cycles"] <= counts["decisions"]
+        assert counts["task messages"] >= 1   # each task reported at least once (Running)
     assert 0 < result["burst"]["stages"]["queue"]["tasks"] <= result["burst"]["tasks"]
 
 
