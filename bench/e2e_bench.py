@@ -506,6 +506,9 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"Other CPU ms per task, {name}: agents {other['agents']}, members "
                          f"{other['members']}, this bench {other['bench']}; machine's cores "
                          f"busy {other.get('machine_busy', 0):.0%}")
+        counted = ", ".join(f"{k} {v}" for k, v in p.get("counts_per_task", {}).items())
+        if counted:
+            lines.append(f"Counted per task, {name}: {counted}")
     lines += ["", f"Baselines, same run: grpc.aio stream echo "
               f"{result['baseline_grpc_echo_per_s']:,} msg/s (burst placements = "
               f"{result['placement_vs_echo']:.0%} of it); REST stores "
