@@ -14,7 +14,9 @@ fleet is set directly in its view, as ``tests/queueing`` does) with two clusters
 - ``queued``: N freshly submitted tasks, ``c0`` only (the cycle of docs/reliability.md);
   with ``--clusters K`` (K > 2) every cluster but ``c1`` takes them, so each decision
   judges and scores K - 1 clusters and each placement stores K - 1 clusters' scores (up to
-  20): the hub's side of a placement in a fleet of many members, without agents.
+  20): the hub's side of a placement in a fleet of many members, without agents; with
+  ``--gpus G`` the nodes have G GPUs each and the tasks ask one GPU, as the e2e bench's do
+  (a GPU's hold is planned device by device: ``Scheduler.reserve`` costs more).
 
 Measured: the cycle's wall time, the event-loop thread's CPU (``time.thread_time``) and the
 process's CPU (the SQLite writer thread's commits included), per task, and the cyclic
@@ -34,6 +36,7 @@ A/B against another tree (e.g. main exported to /tmp/x): run this same script wi
     python bench/cycle_bench.py --tasks 10000 --profile 25
     python bench/cycle_bench.py --scenario failover-running --tasks 10000
     python bench/cycle_bench.py --scenario queued --clusters 101 --nodes 20 --tasks 5000
+    python bench/cycle_bench.py --scenario queued --clusters 101 --nodes 20 --gpus 8 --tasks 5000
     python bench/cycle_bench.py --quick --json        # CI size, one JSON object
 """
 
@@ -57,6 +60,7 @@ from typing import Any
 from flags import bench_main, check_bounds  # beside this file
 
 from fuyao.inventory import NodeInfo, ResourceAmounts
+from fuyao.labels import devices_for, normalize_node
 from fuyao.spec import ClusterState, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
@@ -81,16 +85,25 @@ def _free_port() -> int:
         return port
 
 
-def _node(name: str, cpus: int) -> NodeInfo:
+GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"   # --gpus: every node's devices (the e2e fleet's kind)
+
+
+def _node(name: str, cpus: int, gpus: int = 0) -> NodeInfo:
+    """A node of ``cpus`` cpus, and ``gpus`` GPUs labelled as an agent reports them."""
     res = ResourceAmounts(cpu_milli=cpus * 1000, memory_mib=cpus * 4096, pods=1000)
-    return NodeInfo(name=name, labels={"kubernetes.io/arch": "amd64"}, allocatable=res,
-                    free=res)
+    if not gpus:
+        return NodeInfo(name=name, labels={"kubernetes.io/arch": "amd64"}, allocatable=res,
+                        free=res)
+    norm = normalize_node({"kubernetes.io/arch": "amd64", "nvidia.com/gpu.product": GPU_PRODUCT},
+                          {"nvidia.com/gpu": str(gpus)})
+    return NodeInfo(name=name, labels=norm.labels, allocatable=res, free=res,
+                    devices=devices_for(name, norm))
 
 
 async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub",
-               clusters: int = 2, **config: Any) -> Hub:
+               clusters: int = 2, gpus: int = 0, **config: Any) -> Hub:
     """A started hub, loops stopped, ``clusters`` clusters (c0, c1, ...) of ``nodes`` nodes
-    each; with
+    each (``gpus`` GPUs a node if given); with
     ``collector`` "hub" the collector set as ``hub.server`` sets it once started
     (``hub.heap.settle``: what exists frozen, larger thresholds), else CPython's defaults.
     ``config``: more ``HubConfig`` fields."""
@@ -108,25 +121,30 @@ async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub",
     for cluster in (f"c{i}" for i in range(clusters)):
         hub.fleet.upsert_cluster(cluster, labels={}, weight=1, headroom=0.0,
                                  state=ClusterState.READY)
-        hub.fleet.replace_nodes(cluster, [_node(f"{cluster}-{i}", cpus) for i in range(nodes)])
+        hub.fleet.replace_nodes(cluster, [_node(f"{cluster}-{i}", cpus, gpus)
+                                          for i in range(nodes)])
     return hub
 
 
-async def _submit(hub: Hub, prefix: str, count: int) -> None:
-    specs = [TaskSpec(name=f"{prefix}-{i}", cpu="500m", memory="1Gi") for i in range(count)]
+async def _submit(hub: Hub, prefix: str, count: int, gpu: bool = False) -> None:
+    """``count`` tasks of half a cpu (or, with ``gpu``, of one GPU) submitted as REST would."""
+    specs = [TaskSpec(name=f"{prefix}-{i}", gpu=1) if gpu else
+             TaskSpec(name=f"{prefix}-{i}", cpu="500m", memory="1Gi") for i in range(count)]
     for start in range(0, count, 2000):
         await hub.tasks.submit(specs[start:start + 2000])
 
 
 async def _prepare(hub: Hub, scenario: str, tasks: int,
-                   profiler: cProfile.Profile | None = None) -> dict[str, float]:
-    """Leave ``tasks`` tasks queued for the measured cycle. In ``failover``, the re-queue of
-    the lost cluster's tasks is timed as well (wall, event-loop thread CPU, process CPU: the
-    writer thread's commit included) and profiled with ``profiler``, if given."""
+                   profiler: cProfile.Profile | None = None,
+                   gpu: bool = False) -> dict[str, float]:
+    """Leave ``tasks`` tasks queued for the measured cycle (``gpu``: of one GPU each, the
+    queued scenario only). In ``failover``, the re-queue of the lost cluster's tasks is
+    timed as well (wall, event-loop thread CPU, process CPU: the writer thread's commit
+    included) and profiled with ``profiler``, if given."""
     if scenario == "queued":
         hub.fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.0,
                                  state=ClusterState.NOT_READY)
-        await _submit(hub, "t", tasks)
+        await _submit(hub, "t", tasks, gpu)
         return {}
     hub.fleet.upsert_cluster("c1", labels={}, weight=1, headroom=0.0,
                              state=ClusterState.NOT_READY)
@@ -193,9 +211,10 @@ async def _one(args: argparse.Namespace, tasks: int,
                requeue_profiler: cProfile.Profile | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cycle-bench-") as tmp:
         hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector,
-                         args.clusters)
+                         args.clusters, args.gpus)
         try:
-            requeue = await _prepare(hub, args.scenario, tasks, requeue_profiler)
+            requeue = await _prepare(hub, args.scenario, tasks, requeue_profiler,
+                                     args.gpus > 0)
             queued = len(hub.tasks.queued())
             cycle = await _timed(hub, profiler)
             assert cycle["placed"] == queued == tasks, (cycle, queued)
@@ -203,8 +222,10 @@ async def _one(args: argparse.Namespace, tasks: int,
             spread = len({t.cluster for t in hub.tasks.active.values()})
             after = []
             for name in ("next", "later"):   # the first sees N newly admitted, then none
-                await _submit(hub, name, 1)
+                await _submit(hub, name, 1, args.gpus > 0)
                 after.append(await _timed(hub))
+            held = sum(r.requests.gpu_milli * len(r.nodes)
+                       for r in map(hub.fleet.reservation, hub.tasks.active) if r is not None)
         finally:
             await hub.stop()
     per = 1e3 / tasks
@@ -217,6 +238,7 @@ async def _one(args: argparse.Namespace, tasks: int,
             "gc_s": round(cycle["gc_s"], 3), "gc_full": int(cycle["gc_full"]),
             "next_cycle_loop_cpu_ms": round(after[0]["loop_cpu_s"] * 1e3, 2),
             "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2),
+            "gpus_held": held // 1000,
             **{k: round(v, 3) for k, v in requeue.items()}}
 
 
@@ -276,7 +298,7 @@ PIECES = {
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every task count, then the profile if asked."""
     out: dict[str, Any] = {"scenario": args.scenario, "clusters": args.clusters,
-                           "nodes_per_cluster": args.nodes,
+                           "nodes_per_cluster": args.nodes, "gpus_per_node": args.gpus,
                            "load": os.getloadavg()[0], "python": sys.version.split()[0],
                            "collector": args.collector,
                            "runs": []}
@@ -297,9 +319,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     """The runs as a table, then the profile."""
+    gpus = result.get("gpus_per_node")
+    kind = f" of {gpus} GPUs (tasks of one GPU)" if gpus else ""
     lines = [f"scenario {result['scenario']}, {result['clusters']} clusters x "
              f"{result['nodes_per_cluster']} "
-             f"nodes, collector {result['collector']}, load {result['load']:.1f}", "",
+             f"nodes{kind}, collector {result['collector']}, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
              "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one | "
              "re-queue wall s | re-queue loop CPU s | re-queue CPU s |",
@@ -339,6 +363,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="clusters in the fleet (more than 2: the queued scenario only)")
     p.add_argument("--nodes", type=int, default=200, help="nodes per cluster")
     p.add_argument("--cpus", type=int, default=64, help="cpus per node (tasks ask 0.5)")
+    p.add_argument("--gpus", type=int, default=0,
+                   help="GPUs per node; the tasks then ask one GPU each, as the e2e bench's "
+                        "do (the queued scenario only)")
     p.add_argument("--collector", choices=("hub", "default"), default="hub",
                    help="the cyclic collector as the hub server sets it (hub.heap.settle), "
                         "or CPython's default thresholds (the passes before 2026-12-02 21:00)")
@@ -349,9 +376,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     check_bounds(p, args, {"clusters": (2, 1_000), "nodes": (1, 10_000), "cpus": (1, 1024),
-                           "repeat": (1, 100), "profile": (0, 200)})
+                           "gpus": (0, 16), "repeat": (1, 100), "profile": (0, 200)})
     if args.clusters > 2 and args.scenario != "queued":
         p.error("--clusters above 2 needs --scenario queued (failover moves c0's tasks to c1)")
+    if args.gpus and args.scenario != "queued":
+        p.error("--gpus needs --scenario queued")
     if any(not 1 <= n <= 100_000 for n in args.tasks or []):
         p.error("--tasks must be from 1 to 100000")
     if args.quick:

@@ -227,10 +227,28 @@ def test_cycle_bench_places_over_many_clusters_when_asked() -> None:
     assert result["clusters"] == 6 and run["placed"] == 200 and run["clusters_used"] == 5
 
 
+def test_cycle_bench_places_gpu_tasks_on_gpu_nodes_when_asked() -> None:
+    """--gpus 8 (queued): every task placed on GPU nodes, one GPU held each (the
+    reservations in the hub's fleet view when the bench's cycles are done)."""
+    result = run_bench("cycle_bench.py", "--scenario", "queued", "--clusters", "4",
+                       "--gpus", "8")
+    [run] = result["runs"]
+    assert result["gpus_per_node"] == 8 and run["placed"] == 200 and run["clusters_used"] == 3
+    assert run["gpus_held"] == 200 + 2   # and the two one-task cycles after
+
+
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "-1"), ("--repeat", "0"),
-                                  ("--profile", "1000"), ("--clusters", "1")])
+                                  ("--profile", "1000"), ("--clusters", "1"),
+                                  ("--gpus", "-1"), ("--gpus", "17")])
 def test_cycle_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
     assert_refused("cycle_bench.py", flag)
+
+
+def test_cycle_bench_refuses_gpus_outside_the_queued_scenario() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cycle_bench.py"),
+                           "--gpus", "8"], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 2 and "--gpus needs --scenario queued" in done.stderr
 
 
 def test_cycle_bench_refuses_many_clusters_in_the_failover_scenario() -> None:
