@@ -269,29 +269,33 @@ def breakdown(stats: pstats.Stats, top: int) -> dict[str, Any]:
                          for s, c, f in rows[:top]]}
 
 
-def cumulative(stats: pstats.Stats, names: dict[str, str]) -> dict[str, float]:
-    """Cumulative time of named functions (``label -> "file_suffix:func"``) as fractions."""
+def cumulative(stats: pstats.Stats, names: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """Cumulative time of named functions (``label -> ("file_suffix:func", ...)``, any of
+    them: the compiled engine's methods are cProfile's built-ins, file ``~``) as fractions."""
     raw: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in raw.values()) or 1.0
     out: dict[str, float] = {}
     for label, wanted in names.items():
-        suffix, func = wanted.rsplit(":", 1)
-        cum = sum(v[3] for (f, _, fn), v in raw.items()
-                  if fn == func and f.replace(os.sep, "/").endswith(suffix))
+        cum = 0.0
+        for one in wanted:
+            suffix, func = one.rsplit(":", 1)
+            cum += sum(v[3] for (f, _, fn), v in raw.items()
+                       if fn == func and f.replace(os.sep, "/").endswith(suffix))
         out[label] = round(cum / total, 3)
     return out
 
 
 # The pieces of the cycle the brief names, by cumulative time.
 PIECES = {
-    "schedule": "hub/placement/memshare.py:schedule",
-    "reserve": "hub/placement/scheduler.py:reserve",
-    "stage": "hub/taskbook.py:stage",
-    "score_records": "hub/scorerows.py:_records",
-    "workload_of": "hub/activetask.py:workload_fields",
-    "cycle.request": "hub/queueing/cycle.py:request",
-    "cycle.placed": "hub/queueing/cycle.py:placed",
-    "begin": "hub/queueing/queueing.py:begin",
+    "schedule": ("hub/placement/memshare.py:schedule",),
+    "reserve": ("hub/placement/scheduler.py:reserve",
+                "~:<method 'reserve' of 'Scheduler' objects>"),   # from source, compiled
+    "stage": ("hub/taskbook.py:stage",),
+    "score_records": ("hub/scorerows.py:_records",),
+    "workload_of": ("hub/activetask.py:workload_fields",),
+    "cycle.request": ("hub/queueing/cycle.py:request",),
+    "cycle.placed": ("hub/queueing/cycle.py:placed",),
+    "begin": ("hub/queueing/queueing.py:begin",),
 }
 
 
