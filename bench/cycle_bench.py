@@ -60,7 +60,7 @@ from typing import Any
 from flags import bench_main, check_bounds  # beside this file
 
 from fuyao.inventory import NodeInfo, ResourceAmounts
-from fuyao.labels import devices_for, normalize_node
+from fuyao.nodebuild import build_node
 from fuyao.spec import ClusterState, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub import heap
@@ -89,15 +89,16 @@ GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"   # --gpus: every node's devices (the e2e 
 
 
 def _node(name: str, cpus: int, gpus: int = 0) -> NodeInfo:
-    """A node of ``cpus`` cpus, and ``gpus`` GPUs labelled as an agent reports them."""
+    """A node of ``cpus`` cpus; with ``gpus``, built as a member reports one with that many
+    GPUs (``fuyao.nodebuild.build_node``, the sim and kube backends' own)."""
+    if gpus:
+        return build_node(name, {"kubernetes.io/arch": "amd64",
+                                 "nvidia.com/gpu.product": GPU_PRODUCT},
+                          {"cpu": str(cpus), "memory": f"{cpus * 4}Gi", "pods": "1000",
+                           "nvidia.com/gpu": str(gpus)})
     res = ResourceAmounts(cpu_milli=cpus * 1000, memory_mib=cpus * 4096, pods=1000)
-    if not gpus:
-        return NodeInfo(name=name, labels={"kubernetes.io/arch": "amd64"}, allocatable=res,
-                        free=res)
-    norm = normalize_node({"kubernetes.io/arch": "amd64", "nvidia.com/gpu.product": GPU_PRODUCT},
-                          {"nvidia.com/gpu": str(gpus)})
-    return NodeInfo(name=name, labels=norm.labels, allocatable=res, free=res,
-                    devices=devices_for(name, norm))
+    return NodeInfo(name=name, labels={"kubernetes.io/arch": "amd64"}, allocatable=res,
+                    free=res)
 
 
 async def _hub(home: Path, nodes: int, cpus: int, collector: str = "hub",
