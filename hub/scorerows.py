@@ -21,7 +21,7 @@ section, "Sixteenth pass").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
 from operator import itemgetter
 from typing import Any
@@ -104,13 +104,13 @@ def _scored(picked: list[int], names: Sequence[str], raws: Sequence[Sequence[flo
     raw scores with the normalized columns in their place. Each list is read through one
     ``itemgetter`` and the rows put together by ``zip`` and ``map`` (no Python step a row
     or a score)."""
-    if len(picked) == 1:
-        i = picked[0]
-        values = list(raws[i])
-        for j, column in swaps:
-            values[j] = column[i]
-        return [[names[i], totals[i], values]]
-    get = itemgetter(*picked)
+    if len(picked) > 1:
+        get: Callable[[Sequence[Any]], tuple[Any, ...]] = itemgetter(*picked)
+    else:   # itemgetter of one index gives the item, not a 1-tuple
+        only = picked[0]
+
+        def get(seq: Sequence[Any]) -> tuple[Any, ...]:
+            return (seq[only],)
     rows: tuple[Sequence[float], ...] = get(raws)
     if swaps:
         columns = list(zip(*rows, strict=True))
