@@ -67,7 +67,7 @@ class ScoreTable:
     feasible entries out only when the table is read (most decisions never read it).
     """
 
-    __slots__ = ("__weakref__", "_aligned", "_columns", "_frozen", "_parts", "plugins")
+    __slots__ = ("__weakref__", "_aligned", "_columns", "_parts", "plugins")
 
     def __init__(
         self, plugins: tuple[str, ...] = (), clusters: Sequence[str] = (),
@@ -78,7 +78,6 @@ class ScoreTable:
         self._parts: _Parts | None = (clusters, rows, normalized or {}, totals)
         self._aligned: _Aligned | None = None
         self._columns: tuple[Sequence[float], ...] | None = None
-        self._frozen = False
 
     @classmethod
     def aligned(
@@ -87,11 +86,12 @@ class ScoreTable:
         totals: Sequence[float], before: Mapping[int, Row] | None = None,
     ) -> ScoreTable:
         """A table over the clusters where ``oks`` is True (every list aligned with names);
-        ``before``: rows changed since, as they were (status, ok, raws, total, normalized)."""
+        ``before``: rows changed since, as they were (status, ok, raws, total, normalized),
+        kept by the caller while it changes the lists in place (``read_now`` copies them);
+        None: the lists are the table's own and stay as they are."""
         table = cls.__new__(cls)   # once a decision: not through __init__'s defaults
         table.plugins, table._parts, table._columns = plugins, None, None
         table._aligned = (names, oks, raws, normalized, totals, before)
-        table._frozen = False
         return table
 
     def _read(self) -> _Parts:
@@ -111,7 +111,7 @@ class ScoreTable:
         what it gives is the same as read before. Shallow copies of whole lists: picking
         the feasible entries out (``parts``) waits until something asks for them."""
         aligned = self._aligned
-        if aligned is None or self._frozen:
+        if aligned is None or aligned[5] is None:   # built from parts, or read already
             return
         names, oks, raws, normalized, totals, before = aligned
         was_ok, was_raw, was_total = list(oks), list(raws), list(totals)
@@ -123,7 +123,6 @@ class ScoreTable:
                 for column, value in zip(columns, norms, strict=True):
                     column[i] = value
         self._aligned = (names, was_ok, was_raw, was_norm, was_total, None)
-        self._frozen = True
 
     def aligned_rows(self) -> tuple[Sequence[str], Sequence[bool], Sequence[Sequence[float]],
                                     Mapping[int, Sequence[float]], Sequence[float]]:
