@@ -656,18 +656,20 @@ def _pick_devices(
     want = requests.gpu_milli
     if want == 0:
         return []
+    held = hold.devices   # what this plan already took on the node (several replicas)
     by_class = zip(state.classes.items(), state.class_ids(), strict=True)
     for ((cls_model, memory), slot), ids in sorted(by_class, key=lambda entry: entry[0][0]):
         if (model is not None and cls_model != model) or memory < requests.gpu_memory_mib:
             continue
-        frees = [(f - hold.devices.get(d, 0), i, d) for i, (d, f) in
-                 enumerate(zip(ids, slot.frees, strict=True))]
+        # ids spelled out only for the cards taken (``NumberedIds`` makes each on reading)
+        frees = ([f - held.get(d, 0) for d, f in zip(ids, slot.frees, strict=True)]
+                 if held else slot.frees)
         if want >= WHOLE:
-            whole = [d for f, _, d in frees if f >= WHOLE][: want // WHOLE]
+            whole = [i for i, f in enumerate(frees) if f >= WHOLE][: want // WHOLE]
             if len(whole) == want // WHOLE:
-                return [(d, WHOLE) for d in whole]
+                return [(ids[i], WHOLE) for i in whole]
         else:
-            fitting = [entry for entry in frees if entry[0] >= want]
+            fitting = [(f, i) for i, f in enumerate(frees) if f >= want]
             if fitting:
-                return [(min(fitting)[2], want)]
+                return [(ids[min(fitting)[1]], want)]
     return None

@@ -65,6 +65,47 @@ def test_shares_pack_onto_the_tightest_card() -> None:
     assert row(fleet, "c1", "T4").devices_allocated == pytest.approx(1.5)
 
 
+def _cards_taken(frees: list[int], milli: int, replicas: int) -> list[int] | None:
+    """The rule a reservation's cards follow, replica after replica: whole cards are the
+    first wholly free ones in device order; a share goes to the tightest card it fits
+    (the least free, the first of equals). None when a replica finds no cards."""
+    left = list(frees)
+    for _ in range(replicas):
+        if milli >= 1000:
+            whole = [i for i, f in enumerate(left) if f >= 1000][: milli // 1000]
+            if len(whole) < milli // 1000:
+                return None
+            for i in whole:
+                left[i] -= 1000
+        else:
+            fitting = [(f, i) for i, f in enumerate(left) if f >= milli]
+            if not fitting:
+                return None
+            left[min(fitting)[1]] -= milli
+    return left
+
+
+@settings(max_examples=200, deadline=None)
+@given(frees=st.lists(st.integers(0, 10).map(lambda k: k * 100), min_size=1, max_size=8),
+       milli=st.sampled_from([100, 300, 500, 700, 1000, 2000, 3000]),
+       replicas=st.integers(1, 3))
+def test_a_reservation_takes_the_cards_the_rule_names(
+    frees: list[int], milli: int, replicas: int,
+) -> None:
+    fleet = fleet_of({"c1": [node("n1", "A100", len(frees), free_milli=frees)]})
+    want = _cards_taken(frees, milli, replicas)
+    asked = requests(cpu=0.1, memory_gib=0.1, gpu_milli=milli, replicas=replicas)
+    if want is None:
+        with pytest.raises(Conflict):
+            fleet.reserve("c1", "t1", asked, ["n1"] * replicas)
+        assert free_cards(fleet, "c1", "n1") == frees
+        return
+    fleet.reserve("c1", "t1", asked, ["n1"] * replicas, model="A100")
+    assert free_cards(fleet, "c1", "n1") == want
+    fleet.release("t1")
+    assert free_cards(fleet, "c1", "n1") == frees
+
+
 @pytest.mark.parametrize(
     ("call", "error"),
     [
