@@ -23,7 +23,10 @@ process's CPU (the SQLite writer thread's commits included), per task, and the c
 collector's CPU within it (``gc.callbacks``: seconds, and how many full collections); then
 one more cycle with a single new task and N active, and one more (the per-cycle cost that
 grows with active tasks: the first cycle after also charges the N newly admitted tasks to
-their queue). The collector is set as the hub server sets it (``hub.heap.settle``);
+their queue); and, with the N tasks placed and their commit done, what they keep in the
+collector's view: containers it tracks a task (``tracked_per_task``, after the collections
+that let go of what they can) and a full collection's wall time (``full_collection_ms``)
+- every full pass walks them while every stage of every task waits. The collector is set as the hub server sets it (``hub.heap.settle``);
 ``--collector default`` keeps CPython's thresholds, as the passes before 2026-12-02 21:00
 did: at 10,000 tasks those set off 2-3 full collections in the cycle, 0.4-0.6 s of it.
 ``--profile`` runs the measured cycle again on a fresh hub under cProfile and splits its
@@ -50,6 +53,7 @@ import gc
 import os
 import pstats
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -207,6 +211,22 @@ async def _timed(hub: Hub, profiler: cProfile.Profile | None = None) -> dict[str
             "gc_full": collections.full}
 
 
+def _held_by_collector() -> tuple[int, float]:
+    """Containers the cyclic collector tracks (after the collections that let go of what
+    they can: a tuple of tuples takes one a level) and a full collection's wall time then
+    (median of three): what every full pass, and each younger one a task passes through,
+    walks while every stage of every task waits."""
+    for _ in range(3):
+        gc.collect()
+    tracked = len(gc.get_objects())
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        gc.collect()
+        times.append(time.perf_counter() - start)
+    return tracked, statistics.median(times)
+
+
 async def _one(args: argparse.Namespace, tasks: int,
                profiler: cProfile.Profile | None = None,
                requeue_profiler: cProfile.Profile | None = None) -> dict[str, Any]:
@@ -214,11 +234,14 @@ async def _one(args: argparse.Namespace, tasks: int,
         hub = await _hub(Path(tmp) / "hub", args.nodes, args.cpus, args.collector,
                          args.clusters, args.gpus)
         try:
+            before, _ = _held_by_collector()
             requeue = await _prepare(hub, args.scenario, tasks, requeue_profiler,
                                      args.gpus > 0)
             queued = len(hub.tasks.queued())
             cycle = await _timed(hub, profiler)
             assert cycle["placed"] == queued == tasks, (cycle, queued)
+            await hub.writer.apply()    # the cycle's commit done: what a placed task keeps
+            tracked, full = _held_by_collector()
             running = sum(t.state == TaskState.PLACED for t in hub.tasks.active.values())
             spread = len({t.cluster for t in hub.tasks.active.values()})
             after = []
@@ -240,6 +263,8 @@ async def _one(args: argparse.Namespace, tasks: int,
             "next_cycle_loop_cpu_ms": round(after[0]["loop_cpu_s"] * 1e3, 2),
             "later_cycle_loop_cpu_ms": round(after[1]["loop_cpu_s"] * 1e3, 2),
             "gpus_held": held // 1000,
+            "tracked_per_task": round((tracked - before) / tasks, 1),
+            "full_collection_ms": round(full * 1e3, 1),
             **{k: round(v, 3) for k, v in requeue.items()}}
 
 
@@ -331,15 +356,17 @@ def markdown(result: dict[str, Any]) -> str:
              f"nodes{kind}, collector {result['collector']}, load {result['load']:.1f}", "",
              "| tasks | slices | wall s | loop CPU s | CPU s | loop CPU ms/task | "
              "CPU ms/task | collector s (full) | next cycle (1 task) loop CPU ms | a later one | "
-             "re-queue wall s | re-queue loop CPU s | re-queue CPU s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "re-queue wall s | re-queue loop CPU s | re-queue CPU s | "
+             "tracked containers a task | full collection ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
         lines.append(f"| {r['tasks']} | {r['slices']} | {r['wall_s']} | {r['loop_cpu_s']} | "
                      f"{r['cpu_s']} | {r['loop_cpu_ms_per_task']} | {r['cpu_ms_per_task']} | "
                      f"{r['gc_s']} ({r['gc_full']}) | "
                      f"{r['next_cycle_loop_cpu_ms']} | {r['later_cycle_loop_cpu_ms']} | "
                      f"{r.get('requeue_wall_s', '')} | {r.get('requeue_loop_cpu_s', '')} | "
-                     f"{r.get('requeue_cpu_s', '')} |")
+                     f"{r.get('requeue_cpu_s', '')} | {r['tracked_per_task']} | "
+                     f"{r['full_collection_ms']} |")
     prof = result.get("profile")
     if prof:
         lines += ["", f"profile of {prof['tasks']} tasks ({prof['profiled_s']} s self time):",

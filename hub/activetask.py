@@ -9,7 +9,7 @@ so a failed write can be undone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
@@ -24,6 +24,7 @@ from fuyao.spec import TaskRequests, TaskSpec, TaskState
 from fuyao.wire.v1 import agent_pb2 as pb
 from hub.catalogs import member_names
 from hub.placement.framework import PlacementRequest
+from hub.scorerows import frozen as frozen_scores
 from hub.store import TaskRecord, TaskUpdate
 
 Command = tuple[str, pb.HubMessage]   # (cluster, message) to send once persisted
@@ -62,7 +63,7 @@ class ActiveTask:
     generation: int = 0
     message: str = ""
     reasons: dict[str, str] = field(default_factory=dict)
-    scores: list[Any] = field(default_factory=list)   # stored form: ``hub.scorerows``
+    scores: Sequence[Any] = ()   # the stored form, as tuples: ``hub.scorerows``
     owner: str = ""
     parent: str | None = None         # a part's divided task (``hub.division``)
     failover: bool = False            # next placement may use the headroom reserve
@@ -106,7 +107,7 @@ class ActiveTask:
             state=TaskState(rec.state), queue=rec.queue, priority=rec.priority, seq=rec.seq,
             created_at=rec.created_at, updated_at=rec.updated_at, cluster=rec.cluster,
             node=rec.node, generation=rec.generation, message=rec.message,
-            reasons=dict(rec.reasons), scores=list(rec.scores), owner=rec.owner,
+            reasons=dict(rec.reasons), scores=frozen_scores(rec.scores), owner=rec.owner,
             parent=rec.parent,
         )
 

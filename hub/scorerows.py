@@ -13,6 +13,16 @@ A row's length says what it is. The scores per plugin are those that entered the
 (normalized where the plugin normalizes). Tasks stored before this form hold one
 ``ClusterScore`` dict per cluster; ``expand`` reads both, so nothing stored is rewritten.
 
+In memory (``ActiveTask.scores``, kept for the task's whole life) the same form is made of
+tuples, not lists (``frozen`` turns what the store reads back into it): a tuple of strings
+and floats only is untracked by the cyclic collector the first time a collection sees it,
+and a tuple of such tuples by the next collection that sees it (the per-plugin scores,
+then the rows, then the whole: a young pass, the middle one, a full one), where lists
+were walked by every collection for as long as the task lived.
+At 100 member clusters they were ~60% of the containers a running task kept alive, and
+the collector's passes over them a tenth of the hub's event-loop thread in a burst
+(``docs/benchmarks.md``, e2e section, "Twenty-sixth pass"). The JSON is the same either way.
+
 Why compact: at 100 member clusters building the dict rows was about a tenth of the hub's
 CPU end to end, and their JSON (plugin names repeated in each of 20 rows) the bulk of a
 placement's write; the compact rows take a fraction of both (``docs/benchmarks.md``, e2e
@@ -31,7 +41,10 @@ from hub.placement.result import PlacementResult
 SCORE_RECORDS = 20   # per task: every cluster up to this many, else the best that fit
 
 
-def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[Any]:
+Rows = tuple[Any, ...]   # the stored form, in memory: a tuple of tuples (see above)
+
+
+def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> Rows:
     """The verdicts as stored (the compact form above), straight from the score table.
 
     With more than ``limit`` clusters only ``limit`` are kept: the feasible ones by total
@@ -43,13 +56,13 @@ def score_records(result: PlacementResult, limit: int = SCORE_RECORDS) -> list[A
 
 
 def placed_scores(result: PlacementResult,
-                  limit: int = SCORE_RECORDS) -> tuple[list[Any], float | None]:
+                  limit: int = SCORE_RECORDS) -> tuple[Rows, float | None]:
     """``score_records`` and the chosen cluster's total score (None if it is not in the
     table), the table read once: what a placement stores and its message shows."""
     return _records(result, limit)
 
 
-def _records(result: PlacementResult, limit: int) -> tuple[list[Any], float | None]:
+def _records(result: PlacementResult, limit: int) -> tuple[Rows, float | None]:
     """The stored rows and the chosen cluster's total, read off the table's aligned lists
     (``ScoreTable.aligned_rows``: every cluster, a mask of those in the table) without
     picking the whole table out: at 100 clusters only the 20 kept rows are built, each
@@ -67,19 +80,19 @@ def _records(result: PlacementResult, limit: int) -> tuple[list[Any], float | No
         else:
             if oks[at]:
                 best = totals[at]
-    out: list[Any] = [list(table.plugins)]
+    out: list[Rows] = [tuple(table.plugins)]
     verdicts = statuses.items()
     if len(verdicts) <= limit:
         row = dict(zip(names, range(len(names)), strict=True))
         for name, status in verdicts:
             i = row.get(name)
             if not status.ok:
-                out.append([name, status.reason])
+                out.append((name, status.reason))
             elif i is None or not oks[i]:
-                out.append([name])
+                out.append((name,))
             else:
                 out += _scored([i], names, raws, swaps, totals)
-        return out, best
+        return tuple(out), best
     # Best total first, ties in the table's order (the statuses' order: both by name);
     # a row of the table whose status is not OK (its normalizer failed) is passed over.
     status_of: Mapping[str, Any] = getattr(verdicts, "mapping", None) or dict(verdicts)
@@ -92,15 +105,15 @@ def _records(result: PlacementResult, limit: int) -> tuple[list[Any], float | No
     if kept:
         out += _scored(kept, names, raws, swaps, totals)
     if len(kept) < limit:
-        out += [[name, status.reason] for name, status in verdicts if not status.ok
+        out += [(name, status.reason) for name, status in verdicts if not status.ok
                 ][:limit - len(kept)]
-    return out, best
+    return tuple(out), best
 
 
 def _scored(picked: list[int], names: Sequence[str], raws: Sequence[Sequence[float]],
             swaps: list[tuple[int, Sequence[float]]],
-            totals: Sequence[float]) -> list[list[Any]]:
-    """``[name, total, [score per plugin]]`` for the rows ``picked``, in that order: the
+            totals: Sequence[float]) -> list[Rows]:
+    """``(name, total, (score per plugin))`` for the rows ``picked``, in that order: the
     raw scores with the normalized columns in their place. Each list is read through one
     ``itemgetter`` and the rows put together by ``zip`` and ``map`` (no Python step a row
     or a score)."""
@@ -117,7 +130,16 @@ def _scored(picked: list[int], names: Sequence[str], raws: Sequence[Sequence[flo
         for j, column in swaps:
             columns[j] = get(column)
         rows = tuple(zip(*columns, strict=True))
-    return list(map(list, zip(get(names), get(totals), map(list, rows), strict=True)))
+    return list(zip(get(names), get(totals), map(tuple, rows), strict=True))
+
+
+def frozen(stored: Sequence[Any]) -> Rows:
+    """Stored scores as read back from the store (lists), in the in-memory form: the compact
+    form's rows as tuples; the earlier form's dicts are kept as they are."""
+    if not stored or isinstance(stored[0], dict):
+        return tuple(stored)
+    return tuple(tuple(tuple(part) if isinstance(part, list) else part for part in row)
+                 for row in stored)
 
 
 def expand(stored: Sequence[Any]) -> list[dict[str, Any]]:

@@ -268,7 +268,7 @@ class TaskBook:
         for task, message in held:
             if message == task.message:
                 continue
-            task.reasons, task.scores, task.message, task.updated_at = {}, [], message, now
+            task.reasons, task.scores, task.message, task.updated_at = {}, (), message, now
             updates.append(task_update(task, "reasons", "scores", "message", "updated_at"))
             events.append(EventRecord(task.id, now, "Held", message))
         done = self.writer.enqueue(updates, events, placements) if updates else None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any, Final
 
 from fuyao.spec import TaskState
@@ -76,7 +77,9 @@ class ActiveTasks(dict[str, ActiveTask]):
             if key not in self:
                 self._order[key] = next(self._count)
             super().__setitem__(key, task)
-            task.watch(lambda: self._touch(key))
+            # a partial, not a closure: one object the collector tracks for every active
+            # task, where a lambda kept four (the function, its cells and their tuple)
+            task.watch(partial(self._touch, key))
         self._touch(key)
 
     def __delitem__(self, key: str) -> None:

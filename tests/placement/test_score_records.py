@@ -3,7 +3,9 @@ written compact (``hub.scorerows``) and read back as the verdicts were."""
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 from hub.fleet import FleetView
 from hub.placement import Scheduler
 from hub.placement.result import PlacementResult
-from hub.scorerows import expand, placed_scores, score_records
+from hub.scorerows import expand, frozen, placed_scores, score_records
 from hub.store.jsontext import dumps
 
 from .builders import fleet_of, node, place
@@ -95,6 +97,7 @@ def test_the_stored_text_reads_back_to_the_same_verdicts_and_names_each_plugin_o
     stored = score_records(result)
     text = dumps(stored)
     assert expand(json.loads(text)) == expand(stored)
+    assert frozen(json.loads(text)) == stored   # a task loaded at start keeps the same form
     for plugin in result.table.plugins:
         assert text.count(f'"{plugin}"') == 1
 
@@ -117,10 +120,10 @@ def test_rows_read_after_later_decisions_are_the_rows_the_decision_made(
     at once on one, read only after all of them on the other (through the journals of the
     rows the later decisions changed). Each stores the same rows, and its chosen cluster's
     total, either way."""
-    def decide(read_at_once: bool) -> list[tuple[list[object], float | None]]:
+    def decide(read_at_once: bool) -> list[tuple[tuple[object, ...], float | None]]:
         scheduler = Scheduler(_fleet(frees))
         made: list[PlacementResult] = []
-        out: list[tuple[list[object], float | None]] = []
+        out: list[tuple[tuple[object, ...], float | None]] = []
         for k, count in enumerate(gpus):
             request = place(f"t{k}", gpu_milli=count * 1000)
             result = scheduler.schedule(request)
@@ -133,3 +136,28 @@ def test_rows_read_after_later_decisions_are_the_rows_the_decision_made(
 
     at_once, later = decide(True), decide(False)
     assert later == at_once
+
+
+def _containers(rows: tuple[object, ...]) -> Iterator[object]:
+    yield rows
+    for part in rows:
+        if isinstance(part, tuple):
+            yield from _containers(part)
+
+
+def test_rows_kept_in_memory_leave_the_collectors_view() -> None:
+    """An active task keeps its rows for its whole life: a collection lets go of a tuple
+    whose parts it let go of before, so after as many collections as the form is deep
+    (three: the scores, the rows, the whole) no collection walks them again, whether a
+    decision made them or they were read back from the store at start. (Lists it never
+    lets go of.)"""
+    frees = [i % 9 for i in range(30)]
+    result = Scheduler(_fleet(frees)).schedule(place(gpu_milli=1000))
+    made = score_records(result)
+    loaded = frozen(json.loads(dumps(made)))
+    rejected = score_records(Scheduler(_fleet([0, 0])).schedule(place(gpu_milli=1000)))
+    for _ in range(3):
+        gc.collect()
+    for rows in (made, loaded, rejected):
+        assert len(rows) > 1
+        assert not any(gc.is_tracked(part) for part in _containers(rows))
