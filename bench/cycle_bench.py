@@ -25,12 +25,13 @@ one more cycle with a single new task and N active, and one more (the per-cycle 
 grows with active tasks: the first cycle after also charges the N newly admitted tasks to
 their queue); and, with the N tasks placed and their commit done, what they keep in the
 collector's view: containers it tracks a task (``tracked_per_task``, after the collections
-that let go of what they can) and a full collection's wall time (``full_collection_ms``)
-- every full pass walks them while every stage of every task waits. The collector is set as the hub server sets it (``hub.heap.settle``);
-``--collector default`` keeps CPython's thresholds, as the passes before 2026-12-02 21:00
-did: at 10,000 tasks those set off 2-3 full collections in the cycle, 0.4-0.6 s of it.
-``--profile`` runs the measured cycle again on a fresh hub under cProfile and splits its
-self time by part (engine, staging, queueing, store, other) with the top functions.
+that let go of what they can) and a full collection's wall time (``full_collection_ms``):
+every full pass walks them while every stage of every task waits. The collector is set as
+the hub server sets it (``hub.heap.settle``); ``--collector default`` keeps CPython's
+thresholds, as the passes before 2026-12-02 21:00 did: at 10,000 tasks those set off 2-3
+full collections in the cycle, 0.4-0.6 s of it. ``--profile`` runs the measured cycle again
+on a fresh hub under cProfile and splits its self time by part (engine, staging, queueing,
+store, other) with the top functions.
 
 A/B against another tree (e.g. main exported to /tmp/x): run this same script with
 ``PYTHONPATH=/tmp/x`` (its ``hub`` then shadows the editable install), back to back.

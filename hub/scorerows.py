@@ -18,10 +18,11 @@ tuples, not lists (``frozen`` turns what the store reads back into it): a tuple 
 and floats only is untracked by the cyclic collector the first time a collection sees it,
 and a tuple of such tuples by the next collection that sees it (the per-plugin scores,
 then the rows, then the whole: a young pass, the middle one, a full one), where lists
-were walked by every collection for as long as the task lived.
-At 100 member clusters they were ~60% of the containers a running task kept alive, and
-the collector's passes over them a tenth of the hub's event-loop thread in a burst
-(``docs/benchmarks.md``, e2e section, "Twenty-sixth pass"). The JSON is the same either way.
+were walked by every collection for as long as the task lived. At 100 member clusters
+those lists were 47 of the 66 containers a placed task kept tracked, and a full collection
+with 10,000 placed tasks alive took 0.30x the time without them (``bench/cycle_bench.py``'s
+``full_collection_ms``; ``docs/benchmarks.md``, e2e section, "Twenty-sixth pass"). The JSON
+is the same either way.
 
 Why compact: at 100 member clusters building the dict rows was about a tenth of the hub's
 CPU end to end, and their JSON (plugin names repeated in each of 20 rows) the bulk of a
