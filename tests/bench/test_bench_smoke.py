@@ -236,6 +236,8 @@ def test_cycle_bench_places_gpu_tasks_on_gpu_nodes_when_asked() -> None:
     assert result["gpus_per_node"] == 8 and run["placed"] == 200 and run["clusters_used"] == 3
     assert run["gpus_held"] == 200 + 2   # and the two one-task cycles after
     assert result["profile"]["pieces"]["reserve"] > 0   # compiled or from source
+    # what the placed tasks keep for the collector: each keeps some containers tracked
+    assert run["tracked_per_task"] > 0 and run["full_collection_ms"] > 0
 
 
 @pytest.mark.parametrize("flag", [("--tasks", "0"), ("--nodes", "-1"), ("--repeat", "0"),
