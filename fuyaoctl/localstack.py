@@ -32,13 +32,20 @@ def free_port() -> int:
         return port
 
 
+# Every port this process handed to a stack: stacks built before their hubs listen (the
+# HA tests' two hubs on one database) must not get each other's ports, and the kernel may
+# hand a just-closed port out again. Four a stack, so it stays small.
+_HANDED_OUT: set[int] = set()
+
+
 def _distinct_port(taken: set[int]) -> int:
-    """A free port not in ``taken`` (added to it): the kernel may hand a just-closed port
-    out again, and the hub refuses equal ports."""
+    """A free port not in ``taken`` nor handed to another stack of this process (added to
+    both): the hub refuses equal ports, and a second hub cannot listen on the first's."""
     for _ in range(100):
         port = free_port()
-        if port not in taken:
+        if port not in taken and port not in _HANDED_OUT:
             taken.add(port)
+            _HANDED_OUT.add(port)
             return port
     raise FuyaoError("no free distinct TCP port on 127.0.0.1")
 

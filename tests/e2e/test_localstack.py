@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fuyaoctl import localstack
 from fuyaoctl.localstack import LocalStack
 from tests.e2e.conftest import gpu_pool, write_fleet
 
@@ -42,3 +43,17 @@ def test_closing_a_stack_stops_every_agent_member_and_the_hub(stack: LocalStack,
     assert not stack.hub.alive()
     assert [n for n, pid in members.items() if pid is not None and _runs(pid)] == []
     assert [n for n in names if stack.member_pid(n) is not None] == []
+
+
+def test_stacks_in_one_process_never_share_a_port(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two stacks built before either hub listens (the HA tests' two hubs) get eight
+    distinct ports even when the kernel hands the same free ports out again - a hub whose
+    port another stack's hub took does not start ("already in use")."""
+    handed = iter([41001, 41002, 41003, 41004] * 2 + list(range(41005, 41100)))
+    monkeypatch.setattr(localstack, "free_port", lambda: next(handed))
+    a = LocalStack(home=tmp_path / "a")
+    b = LocalStack(home=tmp_path / "b")
+    ports = [s.api_port for s in (a, b)] + [s.agent_port for s in (a, b)] + [
+        s.health_port for s in (a, b)] + [s.register_port for s in (a, b)]
+    assert len(set(ports)) == 8, ports
