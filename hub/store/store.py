@@ -65,7 +65,6 @@ TASKS, EVENTS, PLACEMENTS = TABLES["tasks"], TABLES["task_events"], TABLES["plac
 _UPDATE_TASK = sa.update(TASKS).where(TASKS.c.id == sa.bindparam("_task_id"))
 # ``write``'s statements, built once: the writer runs one ``write`` a commit, where building
 # them anew was a few percent of a small transaction's CPU.
-_INSERT_TASKS = sa.insert(TASKS).returning(TASKS.c.id, TASKS.c.seq)
 _INSERT_EVENTS, _INSERT_PLACEMENTS = sa.insert(EVENTS), sa.insert(PLACEMENTS)
 _INSERT_AUDIT = sa.insert(AUDIT)
 JOIN_TOKENS, CREDENTIALS = TABLES["join_tokens"], TABLES["cluster_credentials"]
@@ -414,11 +413,8 @@ class Store(IdentityStore, QueueRows):
         if values or merged or event_values or placement_values or audits:
             with self._write_rows(what or f"write {len(values)} new task(s), {len(merged)} "
                                   f"update(s), {len(event_values)} event(s)") as conn:
-                if values:
-                    # Each row's seq by its id: asking RETURNING for the parameters' order
-                    # made SQLAlchemy insert one row per statement on SQLite.
-                    inserted = conn.execute(_INSERT_TASKS, values)
-                    seq_of = {task_id: int(seq) for task_id, seq in inserted}
+                seq_of = self._bulk.insert_numbered(conn, "insert tasks", TASKS, values,
+                                                    "id", "seq")
                 by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
                 group_of: dict[tuple[str, ...], list[dict[str, Any]]] = {}   # by key order
                 for task_id, changes in merged.items():
