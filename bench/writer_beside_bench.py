@@ -1,4 +1,5 @@
-"""The store writer's commits with the event loop idle, and beside a loop busy in slices.
+"""The store writer's commits with the event loop idle, beside a loop busy in slices, and
+beside a thread running Python.
 
 The hub commits on one writer thread (``hub.writer.StoreWriter``) while its event loop
 thread decides: a placement cycle runs Python for ``hub.loops.SLICE_SECONDS`` at a time,
@@ -20,6 +21,11 @@ one after another for ``--seconds``, twice (three times with ``--give-way-ms``):
 - ``idle``: nothing else runs; the loop waits in its poll between commits;
 - ``slicing``: a coroutine on the same loop runs Python in slices of ``--slice-ms`` and
   ``await asyncio.sleep(0)`` between them, as a placement cycle does;
+- ``thread``: another thread runs Python without a pause (the loop idle), as the hub's
+  event loop does while it decodes a burst of REST bodies or agent reports: the writer gets
+  the lock only when the switch interval forces it loose, so what costs is how often a
+  commit lets go of the lock - once a row with ``executemany``, a few times a statement
+  with the store's rows in one call on SQLite (``hub.store.bulk``);
 - ``giving_way`` (with ``--give-way-ms``): the same, but after each slice, while a commit
   is queued or runs on the writer thread, the coroutine blocks (the lock released) until it
   ends, at most ``--give-way-ms``: a hand-off the hub could make at each slice of a cycle.
@@ -34,8 +40,8 @@ slice a commit's chain costs several slices of the loop even when the writer is 
 Reported for each: commits and rows made durable within the window, rows a second, the
 median commit's wall milliseconds, the slices the loop ran (0 when idle) and the
 milliseconds it spent giving way (0 but in ``giving_way``), and the ratio of
-``slicing``'s (and ``giving_way``'s) rows a second to ``idle``'s. A commit still in flight
-when the window ends is not counted (it finishes once the loop stops slicing).
+``slicing``'s (``giving_way``'s, ``thread``'s) rows a second to ``idle``'s. A commit still
+in flight when the window ends is not counted (it finishes once the loop stops slicing).
 
     python bench/writer_beside_bench.py                 # 150 rows a commit, 3 s each
     python bench/writer_beside_bench.py --batch 1000 --json
@@ -134,14 +140,24 @@ async def _slicing(stop: asyncio.Event, slice_s: float, give_way_s: float, yield
     return slices, waited
 
 
+def _spinning(stop: threading.Event) -> None:
+    """Python without a pause until ``stop`` (the ``thread`` condition's other thread)."""
+    while not stop.is_set():
+        sum(range(64))
+
+
 async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
                   slicing: bool, generation: int, committing: _Committing,
-                  give_way_s: float = 0.0) -> dict[str, Any]:
+                  give_way_s: float = 0.0, spinning: bool = False) -> dict[str, Any]:
     """Commit slices one after another for ``args.seconds``; the figures of one condition."""
     stop = asyncio.Event()
     busy = (asyncio.create_task(_slicing(stop, args.slice_ms / 1000, give_way_s, args.yields,
                                            committing))
             if slicing else None)
+    halt = threading.Event()
+    spinner = threading.Thread(target=_spinning, args=(halt,), daemon=True)
+    if spinning:
+        spinner.start()
     walls: list[float] = []
     rows = start = 0
     in_flight: asyncio.Future[None] | None = None
@@ -163,6 +179,9 @@ async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
         rows += len(batch)
     elapsed = time.perf_counter() - started
     stop.set()
+    halt.set()
+    if spinning:
+        spinner.join()
     slices, waited = await busy if busy is not None else (0, 0.0)
     if in_flight is not None:
         await in_flight     # durable before the next condition starts
@@ -183,6 +202,8 @@ async def _measure(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         if args.give_way_ms:
             giving = await _window(writer, ids, args, True, 2_000_000, committing,
                                    args.give_way_ms / 1000)
+        thread = await _window(writer, ids, args, False, 3_000_000, committing,
+                               spinning=True)
     finally:
         writer.close()
 
@@ -192,7 +213,8 @@ async def _measure(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     out = {"store": store.backend, "tasks": args.tasks, "batch": args.batch,
            "seconds": args.seconds, "slice_ms": args.slice_ms, "give_way_ms": args.give_way_ms,
            "yields": args.yields,
-           "idle": idle, "slicing": slicing, "slicing_vs_idle": vs_idle(slicing)}
+           "idle": idle, "slicing": slicing, "slicing_vs_idle": vs_idle(slicing),
+           "thread": thread, "thread_vs_idle": vs_idle(thread)}
     if giving is not None:
         out |= {"giving_way": giving, "giving_way_vs_idle": vs_idle(giving)}
     return out
@@ -214,6 +236,8 @@ def markdown(result: dict[str, Any]) -> str:
     if "giving_way" in result:
         rows.append((f"loop slicing, giving way up to {result['give_way_ms']:g} ms "
                      f"({result['giving_way_vs_idle']}x idle's rows/s)", result["giving_way"]))
+    rows.append((f"a thread running Python ({result['thread_vs_idle']}x idle's rows/s)",
+                 result["thread"]))
     return "\n".join([head, "", "| beside the writer | commits | rows | rows/s | median "
                       "commit ms | loop slices |", "|---|---|---|---|---|---|",
                       *(f"| {k} | {v['commits']} | {v['rows']} | {v['rows_per_s']} | "

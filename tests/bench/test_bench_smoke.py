@@ -320,8 +320,9 @@ def test_write_bench_refuses_out_of_range_flags(flag: tuple[str, str]) -> None:
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_writer_beside_bench_commits_slices_with_the_loop_idle_and_counts_them_beside_it(
         store: str, request: Any) -> None:
-    """Idle, every counted commit is a whole slice made durable; beside the slicing loop it
-    reports what it managed (on this kind of machine often nothing: the point it shows)."""
+    """Idle, every counted commit is a whole slice made durable; beside the slicing loop and
+    beside a thread running Python it reports what it managed (beside the loop, on this
+    kind of machine often nothing: the point it shows)."""
     if store == "sqlite":
         result = run_bench("writer_beside_bench.py")
     else:
@@ -335,6 +336,10 @@ def test_writer_beside_bench_commits_slices_with_the_loop_idle_and_counts_them_b
     assert idle["loop_slices"] == 0 and slicing["loop_slices"] > 0
     assert result["slicing_vs_idle"] == pytest.approx(
         slicing["rows_per_s"] / idle["rows_per_s"], abs=1e-3)
+    thread = result["thread"]     # beside another thread running Python, the loop idle
+    assert thread["rows"] == 50 * thread["commits"] >= 0 and thread["loop_slices"] == 0
+    assert result["thread_vs_idle"] == pytest.approx(
+        thread["rows_per_s"] / idle["rows_per_s"], abs=1e-3)
 
 
 def test_writer_beside_bench_measures_a_loop_that_gives_way_to_the_writer() -> None:
