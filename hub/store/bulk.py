@@ -24,14 +24,18 @@ Python, each take waits for the loop to drop the lock (up to the 5 ms switch int
 800 rows that take 3.5 ms alone took 2.8 s beside a thread spinning Python, and the hub's
 commits ran at 4-5x their CPU in wall time in a 100-member burst (``docs/benchmarks.md``,
 "The store's rows in one call"). One call takes the lock back a few times a statement, not
-once a row. What is stored is the same: every value is a string, an integer, a boolean or
-None (a statement with a float or binary column keeps ``executemany``, as does a call
-whose text holds a NUL character, which SQLite's JSON would cut short), each read back by
-``->>`` as the value ``executemany`` would have bound.
+once a row. What is stored is the same: every plain value is a string, an integer, a
+boolean or None, read back by ``->>`` as the value ``executemany`` would have bound; a JSON
+column's value is nested in the row as it is and stored by ``->``, which renders it as the
+engine's serializer (``jsontext.dumps``) writes it. A statement with a float or binary
+column keeps ``executemany``, as does a call holding a NUL character (SQLite's ``->>``
+ends text there) or a lone surrogate (the encoder refuses it). PostgreSQL keeps psycopg's
+``executemany``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -42,7 +46,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_json
 from sqlalchemy import JSON, Float, LargeBinary, Numeric, Table, insert
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.dml import Insert, UpdateBase
 
 from hub.store.tables import UTCDateTime
 
@@ -150,6 +154,14 @@ def _once_per_value(process: Process) -> Process:
     return run
 
 
+@functools.cache
+def _inserts(table: Table, key: str, serial: str) -> tuple[Insert, Insert]:
+    """``table``'s insert, and the same returning ``key`` and ``serial``: built once (a
+    submit's commit runs one; building them anew was a few percent of a small one's CPU)."""
+    stmt = insert(table)
+    return stmt, stmt.returning(table.c[key], table.c[serial])
+
+
 def _json_text(rows: list[Any]) -> str | None:
     """The rows as one JSON text (pydantic-core's encoder, as ``jsontext.dumps``), or None
     where one call cannot take them: a NUL character anywhere (SQLite's ``->>`` would end
@@ -203,11 +215,11 @@ class BulkWriter:
         one row per statement on SQLite)."""
         if not params:
             return {}
-        stmt = insert(table)
+        stmt, returning = _inserts(table, key, serial)
         compiled = self._compile(conn, name, stmt, tuple(params[0]))
         keys = _json_text([p[key] for p in params])
         if compiled.one_call is None or keys is None:
-            returned = conn.execute(stmt.returning(table.c[key], table.c[serial]), params)
+            returned = conn.execute(returning, params)
             return {found: int(number) for found, number in returned}
         self.execute(conn, name, stmt, params)
         text = conn.exec_driver_sql(
