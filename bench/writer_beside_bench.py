@@ -155,8 +155,8 @@ async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
                                            committing))
             if slicing else None)
     halt = threading.Event()
-    spinner = threading.Thread(target=_spinning, args=(halt,), daemon=True)
-    if spinning:
+    spinner = threading.Thread(target=_spinning, args=(halt,), daemon=True) if spinning else None
+    if spinner is not None:
         spinner.start()
     walls: list[float] = []
     rows = start = 0
@@ -180,7 +180,7 @@ async def _window(writer: StoreWriter, ids: list[str], args: argparse.Namespace,
     elapsed = time.perf_counter() - started
     stop.set()
     halt.set()
-    if spinning:
+    if spinner is not None:
         spinner.join()
     slices, waited = await busy if busy is not None else (0, 0.0)
     if in_flight is not None:

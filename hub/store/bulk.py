@@ -217,8 +217,8 @@ class BulkWriter:
             return {}
         stmt, returning = _inserts(table, key, serial)
         compiled = self._compile(conn, name, stmt, tuple(params[0]))
-        keys = _json_text([p[key] for p in params])
-        if compiled.one_call is None or keys is None:
+        keys = None if compiled.one_call is None else _json_text([p[key] for p in params])
+        if keys is None:
             returned = conn.execute(returning, params)
             return {found: int(number) for found, number in returned}
         self.execute(conn, name, stmt, params)
